@@ -1,0 +1,193 @@
+"""Claims, their outcomes and the records the runner stores (the pydantic boundary)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from catalogue import seeding
+from constructions.specs import Spec
+
+__all__ = [
+    "Verdict",
+    "RecordVerdict",
+    "Source",
+    "Series",
+    "Figure",
+    "Table",
+    "Outcome",
+    "Record",
+    "Claim",
+    "ClaimContext",
+    "FAMILIES",
+    "jsonable",
+]
+
+Verdict = Literal["holds", "refuted", "inconclusive"]
+RecordVerdict = Literal["holds", "refuted", "inconclusive", "error"]
+Mode = Literal["quick", "full", "custom"]
+FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "invariance", "benchmark")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(_Frozen):
+    """Where a statement comes from."""
+
+    paper: str
+    arxiv: str | None = None
+    locator: str = Field(description="theorem, lemma, figure or table in the paper")
+    seed: str | None = Field(default=None, description="the seed document in ../shared/seeds/")
+
+    def cite(self) -> str:
+        arxiv = f", arXiv {self.arxiv}" if self.arxiv else ""
+        return f"{self.paper}{arxiv}, {self.locator}"
+
+
+class Series(_Frozen):
+    """One curve of a figure: ``style`` line, scatter, or hline (a reference level in ``y[0]``)."""
+
+    label: str
+    x: list[float] = Field(default_factory=list)
+    y: list[float]
+    style: Literal["line", "scatter", "hline", "markers"] = "line"
+
+
+class Figure(_Frozen):
+    """A plot a claim asks the report to draw from its own numbers."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series]
+    logx: bool = False
+    logy: bool = False
+
+
+class Table(_Frozen):
+    """A table of evidence for the report."""
+
+    name: str
+    headers: list[str]
+    rows: list[list[Any]]
+
+
+class Outcome(_Frozen):
+    """What a claim's check returns."""
+
+    verdict: Verdict
+    evidence: dict[str, Any]
+    thresholds: dict[str, Any] = Field(default_factory=dict)
+    figures: list[Figure] = Field(default_factory=list)
+    tables: list[Table] = Field(default_factory=list)
+    notes: str = ""
+
+    @field_validator("evidence", "thresholds", mode="before")
+    @classmethod
+    def _to_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return jsonable(value)
+
+
+class Record(_Frozen):
+    """One claim's stored result (``<out>/<claim_id>.json``)."""
+
+    claim_id: str
+    family: str
+    title: str
+    statement: str
+    source: Source
+    source_verdict: Verdict
+    verdict: RecordVerdict
+    agrees: bool
+    evidence: dict[str, Any]
+    thresholds: dict[str, Any]
+    figures: list[Figure] = Field(default_factory=list)
+    tables: list[Table] = Field(default_factory=list)
+    notes: str = ""
+    expected_failure: str | None = None
+    error: str | None = None
+    spec: dict[str, Any]
+    spec_hash: str
+    seed: int
+    mode: Mode
+    seconds: float
+    versions: dict[str, str]
+    created_at: str
+
+
+def jsonable(value: Any) -> Any:
+    """Numbers from numpy/torch as plain floats/ints/lists; NaN and ±inf as strings."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return jsonable(value.detach().cpu().numpy())
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating | float):
+        value = float(value)
+        return value if math.isfinite(value) else str(value)
+    return value
+
+
+@dataclass(frozen=True)
+class ClaimContext:
+    """What a check gets besides its parameters: the seeding of this run."""
+
+    spec_hash: str
+    seed: int
+    mode: str
+
+    def seed_for(self, tag: str, repetition: int = 0) -> int:
+        """The derived seed for one named random draw of this run."""
+        return seeding.derive_seed(self.spec_hash, repetition, self.seed, tag)
+
+    def generator(self, tag: str, repetition: int = 0) -> torch.Generator:
+        return seeding.torch_generator(self.seed_for(tag, repetition))
+
+    def rng(self, tag: str, repetition: int = 0) -> np.random.Generator:
+        return seeding.numpy_rng(self.seed_for(tag, repetition))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A statement from a paper, tied to a scenario, evaluators and a check.
+
+    ``check(params, ctx) -> Outcome`` runs constructions and evaluators; ``agrees`` in the record is
+    ``verdict == source_verdict``. ``expected_failure`` holds the measured reason when the claim
+    honestly does not reproduce (the test suite marks it xfail, the report says so).
+    """
+
+    id: str
+    title: str
+    statement: str
+    source: Source
+    source_verdict: Verdict
+    params: type[Spec]
+    quick: Spec
+    full: Spec
+    check: Callable[[Any, ClaimContext], Outcome]
+    expected_failure: str | None = None
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def spec_for(self, mode: str) -> Spec:
+        if mode not in ("quick", "full"):
+            raise ValueError(f"mode must be quick or full, got {mode!r}")
+        return self.quick if mode == "quick" else self.full

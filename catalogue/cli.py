@@ -1,0 +1,321 @@
+"""The ``catalogue`` command: list, show, run, report, schema.
+
+Exit codes: 0 everything ran; 1 some claim errored (the others still ran and were stored);
+2 bad input (one line on stderr, never a traceback); 130 interrupted (finished records kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import operator
+import textwrap
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import Field, TypeAdapter, ValidationError, create_model
+from tabulate import tabulate
+
+from catalogue import registry, store
+from catalogue.claim import FAMILIES, Claim, Record
+from constructions.specs import Spec
+
+__all__ = ["main", "UsageError", "load_spec_file", "spec_file_schema"]
+
+VERDICT_MARK = {"holds": "✓", "refuted": "✗", "inconclusive": "?", "error": "!"}
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line and exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# ---------------------------------------------------------------------- spec files
+def _format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in err["loc"])
+    field = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "spec"
+    value = err.get("input")
+    shown = json.dumps(value)[:60] if isinstance(value, int | float | str | bool | type(None)) else type(value).__name__
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{field}: {err['msg']} (got {shown}){more}"
+
+
+class SpecFile(Spec):
+    """A user's run request: a claim id, its parameters, and optionally a seed."""
+
+    claim: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+
+
+def load_spec_file(path: str) -> tuple[Claim, Spec, int | None]:
+    """Read a JSON or TOML spec file; raise :class:`UsageError` naming the bad field."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read spec file {path}: {exc.strerror}") from None
+    try:
+        if p.suffix.lower() == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python < 3.11
+                import tomli as tomllib
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"invalid spec file {path}: not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    try:
+        request = SpecFile.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"invalid spec file {path}: {_format_validation_error(exc)}") from None
+    try:
+        claim = registry.get(request.claim)
+    except registry.UnknownClaim as exc:
+        raise UsageError(f"invalid spec file {path}: claim: {exc}") from None
+    try:
+        params = claim.params.model_validate(request.params)
+    except ValidationError as exc:
+        raise UsageError(f"invalid spec file {path}: {_format_validation_error(exc, 'params.')}") from None
+    return claim, params, request.seed
+
+
+def spec_file_schema(claim_id: str | None = None) -> dict:
+    """JSON Schema of spec files: one alternative per claim, discriminated on ``claim``."""
+    claims = [registry.get(claim_id)] if claim_id else registry.all_claims()
+    models = [
+        create_model(
+            "Run_" + c.id.replace(".", "__").replace("-", "_"),
+            __base__=Spec,
+            __doc__=f"{c.title}",
+            claim=(Literal[c.id], ...),
+            params=(c.params, ...),
+            seed=(int | None, None),
+        )
+        for c in claims
+    ]
+    if len(models) == 1:
+        return models[0].model_json_schema()
+    union = Annotated[functools.reduce(operator.or_, models), Field(discriminator="claim")]
+    return TypeAdapter(union).json_schema()
+
+
+# ---------------------------------------------------------------------- verbs
+def _short_source(claim_or_record) -> str:
+    src = claim_or_record.source
+    first = src.paper.split(",")[0].split()[0]
+    year = next((tok.strip("()") for tok in src.paper.split() if tok.strip("()").isdigit()), "")
+    return f"{first} {year}, {src.locator}".strip()
+
+
+def _cmd_list(args) -> int:
+    if args.family and args.family not in FAMILIES:
+        raise UsageError(f"--family: unknown family {args.family!r}; families are {', '.join(FAMILIES)}")
+    records = store.load_records(args.results)
+    rows = []
+    for c in registry.all_claims(args.family):
+        rec = records.get(c.id)
+        last = f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})" if rec else "—"
+        rows.append([c.id, _short_source(c), _wrap(c.statement, 70), c.source_verdict, last])
+    print(tabulate(rows, headers=["id", "source", "statement", "source says", "last verdict"], tablefmt="simple"))
+    return 0
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _cmd_show(args) -> int:
+    claim = _get_claim(args.claim_id)
+    print(f"{claim.id}: {claim.title}\n")
+    print(f"statement: {claim.statement}")
+    print(f"source: {claim.source.cite()}" + (f" (seed {claim.source.seed})" if claim.source.seed else ""))
+    print(f"source says: {claim.source_verdict}")
+    if claim.expected_failure:
+        print(f"does not reproduce here: {claim.expected_failure}")
+    for mode in ("quick", "full"):
+        print(f"\n{mode} spec:\n{json.dumps(claim.spec_for(mode).model_dump(mode='json'), indent=2)}")
+    rec = store.read_record(store.record_path(args.results, claim.id))
+    if rec is None:
+        print(f"\nno record in {args.results}/ yet: `catalogue run {claim.id}`")
+        return 0
+    print(f"\nlast run: {rec.verdict} ({rec.mode}, seed {rec.seed}, {rec.seconds:.1f} s, {rec.created_at})")
+    if rec.error:
+        print(f"error: {rec.error}")
+    print(tabulate([[k, _fmt(v)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
+    if rec.thresholds:
+        print(tabulate([[k, _fmt(v)] for k, v in rec.thresholds.items()], headers=["threshold", "value"]))
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list) and len(value) > 8:
+        return f"[{', '.join(_fmt(v) for v in value[:8])}, … ({len(value)} values)]"
+    if isinstance(value, list):
+        return f"[{', '.join(_fmt(v) for v in value)}]"
+    return str(value)
+
+
+def _get_claim(claim_id: str) -> Claim:
+    try:
+        return registry.get(claim_id)
+    except registry.UnknownClaim as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _select_claims(args) -> list[Claim]:
+    chosen = sum(bool(x) for x in (args.all, args.claim_ids, args.family, args.spec))
+    if chosen != 1:
+        raise UsageError("run: give exactly one of --all, claim ids, --family F or --spec FILE")
+    if args.all:
+        return registry.all_claims()
+    if args.family:
+        if args.family not in FAMILIES:
+            raise UsageError(f"--family: unknown family {args.family!r}; families are {', '.join(FAMILIES)}")
+        claims = registry.all_claims(args.family)
+        if not claims:
+            raise UsageError(f"--family: no claims registered for {args.family!r} yet")
+        return claims
+    return [_get_claim(cid) for cid in dict.fromkeys(args.claim_ids)]
+
+
+def _cmd_run(args) -> int:
+    from tqdm import tqdm
+
+    from catalogue.runner import plan_jobs, run_jobs
+
+    if args.jobs == 0 or args.jobs < -1:
+        raise UsageError(f"--jobs: must be a positive integer or -1, got {args.jobs}")
+    if args.scheduler and args.backend != "dask":
+        raise UsageError("--scheduler needs --backend dask")
+    seed = args.seed
+    if args.spec:
+        if args.quick or args.full:
+            raise UsageError("--spec runs the file's parameters; drop --quick/--full")
+        claim, params, file_seed = load_spec_file(args.spec)
+        seed = seed if seed is not None else (file_seed or 0)
+        jobs = plan_jobs([claim], "custom", seed, params)
+    else:
+        claims = _select_claims(args)
+        jobs = plan_jobs(claims, "quick" if args.quick else "full", seed or 0)
+    out = Path(args.out)
+    bar = tqdm(total=len(jobs), desc="claims", unit="claim", file=sys.stderr, disable=args.no_progress)
+    stored: list[Record] = []
+
+    def finished(rec: Record) -> None:
+        stored.append(rec)
+        note = f"  {rec.error}" if rec.error else ""
+        bar.write(f"{VERDICT_MARK[rec.verdict]} {rec.verdict:<12} {rec.claim_id}  ({rec.seconds:.1f} s){note}", file=sys.stderr)
+        bar.update(1)
+
+    def skipped(job) -> None:
+        bar.write(f"= resumed      {job.claim_id}  (record is current)", file=sys.stderr)
+        bar.update(1)
+
+    try:
+        run_jobs(
+            jobs, out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+            resume=args.resume, on_record=finished, on_skip=skipped,
+        )
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"interrupted: {len(stored)} finished record(s) kept in {out}/; rerun with --resume", file=sys.stderr)
+        return 130
+    bar.close()
+    counts = {v: sum(r.verdict == v for r in stored) for v in VERDICT_MARK}
+    agree = sum(r.agrees for r in stored)
+    print(
+        f"{len(stored)} run, {len(jobs) - len(stored)} resumed: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        + f"; {agree}/{len(stored)} agree with their source. Records in {out}/"
+    )
+    return 1 if counts["error"] else 0
+
+
+def _cmd_report(args) -> int:
+    from catalogue.report import write_report
+
+    results = Path(args.results)
+    if not results.is_dir():
+        raise UsageError(f"--results: no such directory {results}; run `catalogue run --all` first")
+    records = store.load_records(results)
+    if not records:
+        raise UsageError(f"--results: no records in {results}/; run `catalogue run --all` first")
+    path = write_report(records, Path(args.out))
+    print(f"wrote {path} from {len(records)} record(s)")
+    return 0
+
+
+def _cmd_schema(args) -> int:
+    if args.claim_id:
+        _get_claim(args.claim_id)
+    print(json.dumps(spec_file_schema(args.claim_id), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="catalogue", description="Run and report claims about flatness and generalization.")
+    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="table of claims with their last verdict")
+    p.add_argument("--family", help=f"one of {', '.join(FAMILIES)}")
+    p.add_argument("--results", default="results", help="records directory (default results/)")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("show", help="statement, source, specs and last evidence of one claim")
+    p.add_argument("claim_id")
+    p.add_argument("--results", default="results")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("run", help="run claims and store one JSON record per claim")
+    p.add_argument("claim_ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true", help="every registered claim")
+    p.add_argument("--family", help="every claim of one family")
+    p.add_argument("--spec", metavar="FILE", help="a JSON or TOML spec file: {claim, params, seed}")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="small parameter sets (seconds per claim)")
+    mode.add_argument("--full", action="store_true", help="full parameter sets (the default)")
+    p.add_argument("--seed", type=int, default=None, help="user seed mixed into every derived seed (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers (-1: all cores)")
+    p.add_argument("--backend", choices=["loky", "dask"], default="loky")
+    p.add_argument("--scheduler", metavar="ADDR", help="dask scheduler address (default: a LocalCluster)")
+    p.add_argument("--out", default="results", help="records directory (default results/)")
+    p.add_argument("--resume", action="store_true", help="skip claims whose record is current")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("report", help="write REPORT.md (and report/figures/) from the records")
+    p.add_argument("--results", default="results")
+    p.add_argument("--out", default="REPORT.md")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("schema", help="JSON Schema of spec files (all claims, or one)")
+    p.add_argument("claim_id", nargs="?")
+    p.set_defaults(func=_cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except UsageError as exc:
+        print(f"catalogue: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Every claim by id, collected from the modules of ``catalogue.claims``."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from typing import Any
+
+from catalogue.claim import FAMILIES, Claim, Source, Verdict
+from constructions.specs import Spec
+
+__all__ = ["register", "get", "all_claims", "UnknownClaim", "CLAIM_ID"]
+
+CLAIM_ID = re.compile(r"^[a-z0-9]+\.[a-z0-9][a-z0-9-]*$")
+_CLAIMS: dict[str, Claim] = {}
+_loaded = False
+
+
+class UnknownClaim(KeyError):
+    """An id that no claim has; the message lists the close matches."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register(
+    *,
+    id: str,
+    title: str,
+    statement: str,
+    source: Source,
+    source_verdict: Verdict,
+    params: type[Spec],
+    quick: dict[str, Any],
+    full: dict[str, Any],
+    expected_failure: str | None = None,
+) -> Callable:
+    """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
+
+    ``quick`` and ``full`` are validated into ``params`` at import time, so a claim with a bad
+    parameter set never registers.
+    """
+
+    def decorate(check: Callable) -> Callable:
+        if not CLAIM_ID.match(id) or id.split(".")[0] not in FAMILIES:
+            raise ValueError(f"claim id {id!r} must be <family>.<slug> with family in {FAMILIES}")
+        if id in _CLAIMS:
+            raise ValueError(f"claim id {id!r} registered twice")
+        _CLAIMS[id] = Claim(
+            id=id,
+            title=title,
+            statement=statement,
+            source=source,
+            source_verdict=source_verdict,
+            params=params,
+            quick=params.model_validate(quick),
+            full=params.model_validate(full),
+            check=check,
+            expected_failure=expected_failure,
+        )
+        return check
+
+    return decorate
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import catalogue.claims as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded = True
+
+
+def all_claims(family: str | None = None) -> list[Claim]:
+    """Registered claims sorted by id, optionally of one family."""
+    _load()
+    claims = sorted(_CLAIMS.values(), key=lambda c: c.id)
+    return [c for c in claims if family is None or c.family == family]
+
+
+def get(claim_id: str) -> Claim:
+    """The claim with this id; :class:`UnknownClaim` (with close matches) otherwise."""
+    _load()
+    if claim_id in _CLAIMS:
+        return _CLAIMS[claim_id]
+    close = difflib.get_close_matches(claim_id, list(_CLAIMS), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; `catalogue list` shows them all"
+    raise UnknownClaim(f"unknown claim id {claim_id!r}{hint}")

@@ -1,0 +1,179 @@
+"""REPORT.md from stored records: summary table, one section per family, figures, provenance.
+
+The report reads records only; every figure is drawn from the numbers a claim stored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from catalogue.claim import FAMILIES, Figure, Record
+from catalogue.store import atomic_write_text
+
+__all__ = ["write_report", "render_report", "FAMILY_TITLES"]
+
+FAMILY_TITLES = {
+    "dinh2017": "Dinh, Pascanu, Bengio, Bengio 2017: sharp minima can generalize",
+    "lyu2022": "Lyu, Li, Arora 2022: normalization + weight decay reduce sharpness",
+    "wen2023": "Wen, Li, Ma 2023: sharpness minimization does not only minimize sharpness",
+    "vardhan2026": "Vardhan, Taheri, Mazumdar 2026: flattest interpolators of multi-index models",
+    "invariance": "Invariance audit: which measures survive the network's symmetries",
+    "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
+}
+VERDICT_MARK = {"holds": "✓ holds", "refuted": "✗ refuted", "inconclusive": "? inconclusive", "error": "! error"}
+KEY_EVIDENCE = 3
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        shown = ", ".join(_fmt(v) for v in value[:6])
+        return f"[{shown}{', …' if len(value) > 6 else ''}]"
+    return str(value)
+
+
+def _key_evidence(record: Record) -> str:
+    if record.error:
+        return f"error: {record.error}"
+    items = [(k, v) for k, v in record.evidence.items() if not isinstance(v, list | dict)][:KEY_EVIDENCE]
+    return "; ".join(f"{k} = {_fmt(v)}" for k, v in items)
+
+
+def _short_source(record: Record) -> str:
+    paper = record.source.paper
+    first = paper.split(",")[0].split()[0]
+    year = next((tok.strip("()") for tok in paper.split() if tok.strip("()").isdigit()), "")
+    return f"{first} {year}, {record.source.locator}"
+
+
+def _draw(figure: Figure, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=110)
+    for s in figure.series:
+        if s.style == "hline":
+            ax.axhline(s.y[0], linestyle="--", color="gray", label=s.label)
+        elif s.style == "scatter":
+            ax.scatter(s.x, s.y, s=12, label=s.label)
+        else:
+            marker = "o" if s.style == "markers" else None
+            ax.plot(s.x, s.y, marker=marker, markersize=3, label=s.label)
+    if figure.logx:
+        ax.set_xscale("log")
+    if figure.logy:
+        ax.set_yscale("log")
+    ax.set(title=figure.title, xlabel=figure.xlabel, ylabel=figure.ylabel)
+    ax.grid(True, alpha=0.3)
+    if len(figure.series) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[str]:
+    lines = [f"### `{record.claim_id}` — {VERDICT_MARK[record.verdict]}", ""]
+    lines += [f"**{record.title}**", "", f"> {record.statement}", ""]
+    agree = "agrees with" if record.agrees else "does not agree with"
+    lines.append(
+        f"Source: {record.source.cite()}"
+        + (f" (seed `{record.source.seed}`)" if record.source.seed else "")
+        + f". The source says **{record.source_verdict}**; we measured **{record.verdict}**, which {agree} it."
+    )
+    lines.append("")
+    if record.expected_failure:
+        lines += [f"*Known not to reproduce here:* {record.expected_failure}", ""]
+    if record.error:
+        lines += [f"**Error:** `{record.error}`", ""]
+    if record.notes:
+        lines += [record.notes, ""]
+    if record.evidence:
+        rows = [[f"`{k}`", _fmt(v)] for k, v in record.evidence.items()]
+        lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]
+    if record.thresholds:
+        rows = [[f"`{k}`", _fmt(v)] for k, v in record.thresholds.items()]
+        lines += [tabulate(rows, headers=["threshold", "value"], tablefmt="github"), ""]
+    for table in record.tables:
+        lines += [f"*{table.name}*", ""]
+        lines += [tabulate([[_fmt(c) for c in row] for row in table.rows], headers=table.headers, tablefmt="github"), ""]
+    for figure in record.figures:
+        path = figure_dir / f"{record.claim_id}-{figure.name}.png"
+        _draw(figure, path)
+        rel = os.path.relpath(path, report_dir)
+        lines += [f"![{figure.title}]({rel})", ""]
+    lines.append(
+        f"<sub>mode {record.mode} · seed {record.seed} · spec `{record.spec_hash[:12]}` · "
+        f"{record.seconds:.1f} s</sub>"
+    )
+    lines.append("")
+    return lines
+
+
+def render_report(records: dict[str, Record], out: Path) -> str:
+    """The Markdown text of the report; figures are written under ``<out dir>/report/figures``."""
+    report_dir = out.parent
+    figure_dir = report_dir / "report" / "figures"
+    ordered = sorted(records.values(), key=lambda r: (FAMILIES.index(r.family) if r.family in FAMILIES else 99, r.claim_id))
+    modes = Counter(r.mode for r in ordered)
+    verdicts = Counter(r.verdict for r in ordered)
+    mode_text = ", ".join(f"{n} {m}" for m, n in modes.items())
+    lines = [
+        "# Flatness catalogue report",
+        "",
+        f"Generated by `catalogue report` from {len(ordered)} record(s) ({mode_text} mode). "
+        + ", ".join(f"{n} {v}" for v, n in verdicts.items())
+        + f"; {sum(r.agrees for r in ordered)}/{len(ordered)} agree with their source.",
+        "",
+        "## Summary",
+        "",
+    ]
+    rows = [
+        [f"`{r.claim_id}`", _short_source(r), r.statement, r.source_verdict, VERDICT_MARK[r.verdict],
+         "yes" if r.agrees else "**no**", _key_evidence(r)]
+        for r in ordered
+    ]
+    lines += [
+        tabulate(rows, headers=["claim", "source", "statement", "source says", "verdict", "agrees", "key evidence"], tablefmt="github"),
+        "",
+    ]
+    for family in [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(
+        {r.family for r in ordered} - set(FAMILIES)
+    ):
+        lines += [f"## {FAMILY_TITLES.get(family, family)}", ""]
+        for r in ordered:
+            if r.family == family:
+                lines += _claim_section(r, figure_dir, report_dir)
+    lines += ["## Provenance", ""]
+    versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
+    for v in versions:
+        lines.append("- versions: " + ", ".join(f"{k} {val}" for k, val in v))
+    seeds = sorted({r.seed for r in ordered})
+    created = sorted(r.created_at for r in ordered)
+    lines += [
+        f"- seeds: {', '.join(map(str, seeds))}; modes: {mode_text}",
+        f"- records created {created[0]} … {created[-1]}",
+        "- every record holds its full spec and spec hash; `catalogue show ID` prints them, and "
+        "`catalogue run ID --seed S` with the same mode reproduces the numbers.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(records: dict[str, Record], out: Path) -> Path:
+    """Render and atomically write the report to ``out``."""
+    atomic_write_text(out, render_report(records, out))
+    return out

@@ -1,0 +1,190 @@
+"""Runs claims: seeding, errors as records, joblib parallelism (loky or dask), atomic storage."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import scipy
+import torch
+
+from catalogue import registry, seeding, store
+from catalogue.claim import Claim, ClaimContext, Record
+from constructions.specs import Spec
+
+__all__ = ["Job", "plan_jobs", "run_job", "run_jobs", "versions"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One claim to run: its id, parameters (JSON), mode and user seed."""
+
+    claim_id: str
+    params_json: str
+    mode: str
+    seed: int
+
+    @property
+    def spec_hash(self) -> str:
+        return seeding.spec_hash({"claim": self.claim_id, "params": json.loads(self.params_json)})
+
+
+def versions() -> dict[str, str]:
+    """Versions of everything that can change a number."""
+    try:
+        package = metadata.version("flatness-catalogue")
+    except metadata.PackageNotFoundError:
+        package = "0+unknown"
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "flatness-catalogue": package,
+    }
+
+
+def plan_jobs(claims: Sequence[Claim], mode: str, seed: int, params: Spec | None = None) -> list[Job]:
+    """Jobs for ``claims`` in ``mode`` (quick/full) or, with ``params``, one custom job."""
+    if params is not None:
+        (claim,) = claims
+        return [Job(claim.id, seeding.canonical_json(params), "custom", seed)]
+    return [Job(c.id, seeding.canonical_json(c.spec_for(mode)), mode, seed) for c in claims]
+
+
+def run_job(job: Job, threads: int | None = None) -> Record:
+    """Run one claim and return its record; an exception becomes ``verdict="error"``."""
+    if threads:
+        torch.set_num_threads(threads)
+    claim = registry.get(job.claim_id)
+    params = claim.params.model_validate_json(job.params_json)
+    digest = job.spec_hash
+    ctx = ClaimContext(spec_hash=digest, seed=job.seed, mode=job.mode)
+    start = time.perf_counter()
+    common = dict(
+        claim_id=claim.id,
+        family=claim.family,
+        title=claim.title,
+        statement=claim.statement,
+        source=claim.source,
+        source_verdict=claim.source_verdict,
+        expected_failure=claim.expected_failure,
+        spec=params.model_dump(mode="json"),
+        spec_hash=digest,
+        seed=job.seed,
+        mode=job.mode,
+        versions=versions(),
+    )
+    try:
+        torch.manual_seed(ctx.seed_for("global"))  # only a backstop: checks draw from ctx
+        outcome = claim.check(params, ctx)
+    except Exception as exc:  # a failing claim is a record, never a crash of the run
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        message = f"{type(exc).__name__}: {exc} (at {Path(tb.filename).name}:{tb.lineno})"
+        return Record(
+            **common, verdict="error", agrees=False, evidence={}, thresholds={}, error=message,
+            seconds=time.perf_counter() - start, created_at=_now(),
+        )
+    return Record(
+        **common,
+        verdict=outcome.verdict,
+        agrees=outcome.verdict == claim.source_verdict,
+        evidence=outcome.evidence,
+        thresholds=outcome.thresholds,
+        figures=outcome.figures,
+        tables=outcome.tables,
+        notes=outcome.notes,
+        seconds=time.perf_counter() - start,
+        created_at=_now(),
+    )
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _is_current(record: Record | None, job: Job) -> bool:
+    return (
+        record is not None
+        and record.verdict != "error"
+        and record.spec_hash == job.spec_hash
+        and record.seed == job.seed
+        and record.mode == job.mode
+    )
+
+
+@contextlib.contextmanager
+def _dask_client(scheduler: str | None):
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler) as client:
+            yield client
+    else:
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster, Client(cluster) as client:
+            yield client
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    out_dir: Path | str,
+    *,
+    n_jobs: int = 1,
+    backend: str = "loky",
+    scheduler: str | None = None,
+    resume: bool = False,
+    on_record: Callable[[Record], None] | None = None,
+    on_skip: Callable[[Job], None] | None = None,
+) -> list[Record]:
+    """Run ``jobs`` and write each record to ``out_dir`` as soon as it finishes.
+
+    With ``resume``, a job whose stored record has the same spec hash, seed and mode (and is not
+    an error) is skipped. ``n_jobs > 1`` or ``backend="dask"`` runs through joblib; a
+    KeyboardInterrupt leaves every finished record on disk.
+    """
+    out_dir = Path(out_dir)
+    todo = []
+    for job in jobs:
+        if resume and _is_current(store.read_record(store.record_path(out_dir, job.claim_id)), job):
+            if on_skip:
+                on_skip(job)
+        else:
+            todo.append(job)
+    records = []
+    for record in _execute(todo, n_jobs, backend, scheduler):
+        store.write_record(out_dir, record)
+        records.append(record)
+        if on_record:
+            on_record(record)
+    return records
+
+
+def _execute(jobs: Sequence[Job], n_jobs: int, backend: str, scheduler: str | None) -> Iterator[Record]:
+    if not jobs:
+        return
+    if backend not in ("loky", "dask"):
+        raise ValueError(f"backend must be 'loky' or 'dask', got {backend!r}")
+    if backend == "loky" and n_jobs == 1:
+        for job in jobs:
+            yield run_job(job)
+        return
+    from joblib import Parallel, delayed, parallel_config
+
+    workers = n_jobs if n_jobs > 0 else os.cpu_count() or 1
+    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
+    tasks = (delayed(run_job)(job, threads) for job in jobs)
+    if backend == "dask":
+        with _dask_client(scheduler), parallel_config(backend="dask"):
+            yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)
+    else:
+        yield from Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(tasks)

@@ -1,0 +1,71 @@
+"""The spec base every scenario and claim parameter set derives from, and the scenario union.
+
+Specs are frozen pydantic models that forbid unknown fields and non-finite floats, so a spec is a
+complete, hashable description of what a run builds (see ``catalogue.seeding.spec_hash``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Spec",
+    "PositiveInt",
+    "PositiveFloat",
+    "NonNegativeFloat",
+    "Probability",
+    "BNLinearRegressionSpec",
+    "MLPRegressionSpec",
+    "Scenario",
+]
+
+PositiveInt = Annotated[int, Field(ge=1)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class Spec(BaseModel):
+    """Base of all specs: frozen, no unknown fields, finite floats only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class BNLinearRegressionSpec(Spec):
+    """Lyu, Li, Arora 2022 §5: ``Φ(x; w) = γ (wᵀx − μ1)/σ1 + β`` on a linear teacher.
+
+    Inputs ``x ~ N(0, Σ)`` with Σ = I (``isotropic``) or ``diag(k^{-1})`` (``anisotropic``),
+    targets ``y = w*ᵀx + b* + noise·ε`` with ``w* ~ N(0, I/d)``; β = mean(y), γ = std(y).
+    """
+
+    kind: Literal["bn_linear_regression"] = "bn_linear_regression"
+    n: PositiveInt = 20
+    d: PositiveInt = 100
+    noise: NonNegativeFloat = 0.0
+    intercept: float = Field(default=1.0, allow_inf_nan=False)
+    inputs: Literal["isotropic", "anisotropic"] = "isotropic"
+
+
+class MLPRegressionSpec(Spec):
+    """A fully connected net on a synthetic regression task (inputs N(0, I), a random teacher MLP).
+
+    ``hidden`` lists the hidden widths; ``activation`` is ReLU unless said; ``batchnorm`` puts a
+    ``BatchNorm1d`` (no affine) after each hidden pre-activation, which makes every weight matrix
+    before it scale-invariant.
+    """
+
+    kind: Literal["mlp_regression"] = "mlp_regression"
+    n: PositiveInt = 32
+    d: PositiveInt = 4
+    hidden: tuple[PositiveInt, ...] = (8,)
+    outputs: PositiveInt = 1
+    bias: bool = True
+    activation: Literal["relu", "tanh"] = "relu"
+    batchnorm: bool = False
+    noise: NonNegativeFloat = 0.1
+    n_test: PositiveInt = 256
+
+
+Scenario = Annotated[BNLinearRegressionSpec | MLPRegressionSpec, Field(discriminator="kind")]
