@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import scipy
 import torch
+from threadpoolctl import threadpool_limits
 
 from catalogue import registry, seeding, store
 from catalogue.claim import Claim, ClaimContext, Record
@@ -62,10 +63,23 @@ def plan_jobs(claims: Sequence[Claim], mode: str, seed: int, params: Spec | None
     return [Job(c.id, seeding.canonical_json(c.spec_for(mode)), mode, seed) for c in claims]
 
 
-def run_job(job: Job, threads: int | None = None) -> Record:
-    """Run one claim and return its record; an exception becomes ``verdict="error"``."""
-    if threads:
-        torch.set_num_threads(threads)
+def run_job(job: Job) -> Record:
+    """Run one claim and return its record; an exception becomes ``verdict="error"``.
+
+    Every claim runs on one torch thread and one BLAS thread: multithreaded reductions change
+    round-off with the thread count, and the same spec must give the same numbers whether it runs
+    alone or beside others (``--jobs`` parallelizes across claims instead).
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            return _run_job(job)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run_job(job: Job) -> Record:
     claim = registry.get(job.claim_id)
     params = claim.params.model_validate_json(job.params_json)
     digest = job.spec_hash
@@ -181,8 +195,7 @@ def _execute(jobs: Sequence[Job], n_jobs: int, backend: str, scheduler: str | No
     from joblib import Parallel, delayed, parallel_config
 
     workers = n_jobs if n_jobs > 0 else os.cpu_count() or 1
-    threads = max(1, (os.cpu_count() or 1) // max(1, workers))
-    tasks = (delayed(run_job)(job, threads) for job in jobs)
+    tasks = (delayed(run_job)(job) for job in jobs)
     if backend == "dask":
         with _dask_client(scheduler), parallel_config(backend="dask"):
             yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)

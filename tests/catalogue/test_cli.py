@@ -1,0 +1,128 @@
+"""The command line: verbs, exit codes, and one-line errors for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from catalogue import cli, registry
+
+CLAIM = "lyu2022.effective-lr-identity"
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_shows_every_claim(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for claim in registry.all_claims():
+        assert claim.id in out
+
+
+def test_run_show_and_report(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "run", CLAIM, "--quick", "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert (tmp_path / "r" / f"{CLAIM}.json").exists()
+    code, out, _ = run_cli(capsys, "show", CLAIM, "--results", str(tmp_path / "r"))
+    assert code == 0 and "max_rel_err_direction" in out and "last run: holds" in out
+    code, out, _ = run_cli(capsys, "report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "REPORT.md"))
+    assert code == 0
+    assert "## Summary" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_spec_file_runs_custom_params(capsys, tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'claim = "{CLAIM}"\nseed = 4\n[params]\nsteps = 7\n[params.scenario]\nn = 6\nd = 9\n')
+    code, _, err = run_cli(capsys, "run", "--spec", str(spec), "--out", str(tmp_path), "--no-progress")
+    assert code == 0, err
+    record = json.loads((tmp_path / f"{CLAIM}.json").read_text())
+    assert record["mode"] == "custom" and record["seed"] == 4
+    assert record["evidence"]["steps_checked"] == 7 and record["spec"]["scenario"]["d"] == 9
+
+
+def _assert_one_line_error(code, err, must_name):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("catalogue: error:")
+    assert must_name in lines[0]
+    assert "Traceback" not in err
+
+
+def test_unknown_claim_suggests_close_matches(capsys):
+    code, _, err = run_cli(capsys, "run", "lyu2022.efective-lr-identity")
+    _assert_one_line_error(code, err, "did you mean lyu2022.effective-lr-identity")
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["run"], "exactly one of"),
+        (["run", "--all", "--family", "lyu2022"], "exactly one of"),
+        (["run", "--family", "nope"], "--family"),
+        (["run", "--all", "--jobs", "0"], "--jobs"),
+        (["run", "--all", "--scheduler", "tcp://x:1"], "--scheduler"),
+        (["show", "nope.claim"], "unknown claim id"),
+        (["report", "--results", "/nonexistent/dir"], "--results"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_exit_2(capsys, argv, named):
+    code, _, err = run_cli(capsys, *argv)
+    _assert_one_line_error(code, err, named)
+
+
+bad_params = st.one_of(
+    st.builds(lambda v: ({"lr": v}, "params.lr"), st.floats(max_value=0) | st.just(float("nan")) | st.text(max_size=3)),
+    st.builds(lambda v: ({"steps": v}, "params.steps"), st.integers(max_value=0)),
+    st.builds(lambda v: ({"scenario": {"n": v}}, "params.scenario.n"), st.integers(max_value=0)),
+    st.builds(lambda v: ({"scenario": {"noise": v}}, "params.scenario.noise"), st.floats(max_value=-1e-9) | st.just(float("inf"))),
+    st.builds(lambda v: ({"scenario": {"inputs": v}}, "params.scenario.inputs"), st.text(max_size=5).filter(lambda s: s not in ("isotropic", "anisotropic"))),
+    st.builds(lambda k: ({k: 1}, f"params.{k}"), st.sampled_from(["learning_rate", "stepz", "Lr"])),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=bad_params)
+def test_invalid_spec_files_exit_2_naming_the_field(tmp_path, capsys, case):
+    params, field = case
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"claim": CLAIM, "params": params}, allow_nan=True))
+    code, _, err = run_cli(capsys, "run", "--spec", str(path))
+    _assert_one_line_error(code, err, field)
+
+
+@pytest.mark.parametrize(
+    "content, named",
+    [
+        ("{not json", "not valid json"),
+        ('{"params": {}}', "claim: Field required"),
+        ('{"claim": "lyu2022.nope"}', "claim: unknown claim id"),
+        ('{"claim": "lyu2022.effective-lr-identity", "extra": 1}', "extra: Extra inputs are not permitted"),
+    ],
+)
+def test_malformed_spec_files(tmp_path, capsys, content, named):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, _, err = run_cli(capsys, "run", "--spec", str(path))
+    _assert_one_line_error(code, err, named)
+
+
+def test_schema_lists_every_claim(capsys):
+    code, out, _ = run_cli(capsys, "schema")
+    schema = json.loads(out)
+    assert code == 0
+    tags = {alt["properties"]["claim"]["const"] for alt in schema["$defs"].values() if "claim" in alt.get("properties", {})}
+    assert tags == {c.id for c in registry.all_claims()}
+
+
+def test_console_entry_point_exit_code():
+    proc = subprocess.run([sys.executable, "-m", "catalogue.cli", "run", "no.such-claim"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

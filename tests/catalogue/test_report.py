@@ -1,0 +1,20 @@
+from catalogue import registry, runner, store
+from catalogue.claim import Figure, Series
+from catalogue.report import write_report
+
+
+def test_report_from_results_dir(tmp_path):
+    jobs = runner.plan_jobs(registry.all_claims("lyu2022")[:2], "quick", 0)
+    records = runner.run_jobs(jobs, tmp_path / "results")
+    # add a figure to one record, as a claim would
+    fig = Figure(name="curve", title="t", xlabel="x", ylabel="y", logy=True,
+                 series=[Series(label="a", x=[1, 2, 3], y=[1, 10, 100]), Series(label="ref", y=[5], style="hline")])
+    store.write_record(tmp_path / "results", records[0].model_copy(update={"figures": [fig]}))
+    out = write_report(store.load_records(tmp_path / "results"), tmp_path / "REPORT.md")
+    text = out.read_text()
+    assert "## Summary" in text and "## Provenance" in text
+    for r in records:
+        assert f"`{r.claim_id}`" in text
+    png = tmp_path / "report" / "figures" / f"{records[0].claim_id}-curve.png"
+    assert png.exists() and png.stat().st_size > 1000
+    assert f"](report/figures/{png.name})" in text

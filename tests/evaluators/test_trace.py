@@ -1,0 +1,72 @@
+"""Traces: the exact identity against the dense trace; stochastic intervals cover the truth."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from evaluators import Objective, hessian_trace, relu_mlp_gradient_norms, supports_exact_identity
+from tests.evaluators.conftest import make_objective, reference_hessian
+
+EXACT_RTOL = 1e-9
+
+
+def test_exact_trace_matches_dense(case):
+    obj = make_objective(case)
+    true = torch.trace(reference_hessian(obj)).item()
+    est = hessian_trace(obj, method="exact")
+    assert est.error_kind == "exact"
+    assert abs(est.value - true) <= EXACT_RTOL * abs(true)
+    expected_path = "gradient-norm identity" if "relu" in case and "batchnorm" not in case else "dense diagonal"
+    assert est.extra["method"] == expected_path
+
+
+def test_identity_applies_only_where_it_holds():
+    assert supports_exact_identity(make_objective("relu-deep-3out"))
+    assert not supports_exact_identity(make_objective("tanh-bias-1out"))
+    assert not supports_exact_identity(make_objective("relu-batchnorm-1out"))
+
+
+def test_gradient_norms_match_per_sample_jacobians():
+    obj = make_objective("relu-deep-3out", n=5)
+    norms = relu_mlp_gradient_norms(obj)
+    for i in range(obj.n):
+        jac = torch.autograd.functional.jacobian(lambda t: obj.forward(t, obj.inputs[i : i + 1])[0], obj.theta)
+        assert torch.allclose(norms[i], (jac**2).sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method, samples", [("hutchinson", 100), ("hutch++", 99)])
+def test_stochastic_interval_coverage(method, samples):
+    obj = make_objective("tanh-bias-1out", n=16)
+    true = torch.trace(reference_hessian(obj)).item()
+    hits = 0
+    for seed in range(50):
+        est = hessian_trace(obj, method=method, samples=samples, seed=seed)
+        assert est.error_kind == "stderr" and est.hvps == samples
+        lo, hi = est.interval
+        hits += lo <= true <= hi
+    assert hits >= 45  # ≥ 90% of 50 seeds (nominal 95%)
+
+
+def test_hutch_plus_plus_beats_hutchinson_on_low_rank_hessian():
+    # Linear least squares: H = (2/n) XᵀX has rank n = 8 < the 20 sketch vectors, so Hutch++'s
+    # deflated part is zero and only round-off remains.
+    x = torch.randn(8, 60, dtype=torch.float64)
+    obj = Objective(nn.Linear(60, 1, bias=False), x, torch.randn(8, dtype=torch.float64))
+    true = torch.trace(reference_hessian(obj)).item()
+    err = {m: np.mean([abs(hessian_trace(obj, method=m, samples=60, seed=s).value - true) for s in range(20)])
+           for m in ("hutchinson", "hutch++")}
+    assert err["hutch++"] < err["hutchinson"] / 3
+    assert err["hutch++"] < 1e-10 * true
+
+
+def test_seeded_and_reproducible():
+    obj = make_objective("tanh-bias-1out")
+    a = hessian_trace(obj, method="hutch++", samples=30, seed=7)
+    b = hessian_trace(obj, method="hutch++", samples=30, seed=7)
+    assert a.value == b.value and a.error == b.error
+
+
+def test_bad_method():
+    with pytest.raises(ValueError, match="method"):
+        hessian_trace(make_objective("relu-bias-1out"), method="exact-ish")
