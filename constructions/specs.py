@@ -18,6 +18,7 @@ __all__ = [
     "Probability",
     "BNLinearRegressionSpec",
     "MLPRegressionSpec",
+    "DigitsSpec",
     "Scenario",
 ]
 
@@ -68,4 +69,16 @@ class MLPRegressionSpec(Spec):
     n_test: PositiveInt = 256
 
 
-Scenario = Annotated[BNLinearRegressionSpec | MLPRegressionSpec, Field(discriminator="kind")]
+class DigitsSpec(Spec):
+    """An MLP on scikit-learn's 8×8 digits with MSE on one-hot targets; a fraction of the training
+    labels may be replaced by uniformly random ones (``label_noise``)."""
+
+    kind: Literal["digits_mlp"] = "digits_mlp"
+    n_train: PositiveInt = 300
+    n_test: PositiveInt = 600
+    hidden: tuple[PositiveInt, ...] = (128,)
+    bias: bool = True
+    label_noise: Probability = 0.0
+
+
+Scenario = Annotated[BNLinearRegressionSpec | MLPRegressionSpec | DigitsSpec, Field(discriminator="kind")]

@@ -35,6 +35,22 @@ class _ParamLayout:
         return self.offsets[-1]
 
 
+@dataclass(frozen=True)
+class _GradientGraph:
+    """∇L at one θ with its autograd graph, for repeated Hessian-vector products."""
+
+    source: torch.Tensor  # the caller's θ object: identity + version is a cheap equality test
+    version: int
+    snapshot: torch.Tensor
+    leaf: torch.Tensor
+    grad: torch.Tensor
+
+    def matches(self, theta: torch.Tensor) -> bool:
+        if theta is self.source and theta._version == self.version:
+            return True
+        return theta.shape == self.snapshot.shape and torch.equal(theta, self.snapshot)
+
+
 def _mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(1/n) Σ_i ‖f(x_i) − y_i‖²: mean over samples, sum over outputs, no ½."""
     return _mse_per_sample(output, target).mean()
@@ -109,7 +125,7 @@ class Objective:
         offsets = tuple(int(x) for x in np.cumsum([0] + [p.numel() for p in params]))
         self.layout = _ParamLayout(tuple(names), shapes, offsets)
         self.theta = torch.cat([p.detach().reshape(-1) for p in params]).clone()
-        self._hvp_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._hvp_cache: _GradientGraph | None = None
 
     # ------------------------------------------------------------------ layout
     @property
@@ -213,11 +229,11 @@ class Objective:
     # ------------------------------------------------------------------ curvature
     def _gradient_graph(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cache = self._hvp_cache
-        if cache is not None and cache[0].shape == theta.shape and torch.equal(cache[0], theta):
-            return cache[1], cache[2]
+        if cache is not None and cache.matches(theta):
+            return cache.leaf, cache.grad
         leaf = theta.detach().clone().requires_grad_(True)
         (g,) = torch.autograd.grad(self.loss(leaf), leaf, create_graph=True)
-        self._hvp_cache = (theta.detach().clone(), leaf, g)
+        self._hvp_cache = _GradientGraph(theta, theta._version, theta.detach().clone(), leaf, g)
         return leaf, g
 
     def hvp(self, v: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:

@@ -48,7 +48,8 @@ def supports_exact_identity(obj: Objective) -> bool:
 def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -> torch.Tensor:
     """``Σ_k ‖∇_θ f_k(x_i)‖²`` for every training sample (shape (n,)), for a piecewise-linear MLP.
 
-    One forward pass and one backward pass per output; no per-sample gradient is materialized.
+    One forward pass and one (vmapped, for several outputs) backward pass; no per-sample gradient
+    is materialized.
     """
     if not supports_exact_identity(obj):
         raise ValueError("relu_mlp_gradient_norms needs an nn.Sequential of Linear and ReLU-type layers")
@@ -68,11 +69,15 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
             x = layer(x)
     out = x.reshape(x.shape[0], -1)
     input_sq = [(a.reshape(a.shape[0], -1) ** 2).sum(dim=1) + float(b) for a, b in zip(layer_inputs, has_bias, strict=True)]
+    k = out.shape[1]
+    if k == 1:
+        deltas = [d[None] for d in torch.autograd.grad(out.sum(), pre_activations)]
+    else:  # one vmapped backward pass for all outputs, seeded with e_k on every sample
+        seeds = torch.eye(k, dtype=obj.dtype)[:, None, :].expand(k, out.shape[0], k)
+        deltas = torch.autograd.grad(out, pre_activations, seeds, is_grads_batched=True)
     norms = torch.zeros(obj.n, dtype=obj.dtype)
-    for k in range(out.shape[1]):
-        deltas = torch.autograd.grad(out[:, k].sum(), pre_activations, retain_graph=k + 1 < out.shape[1])
-        for delta, a_sq in zip(deltas, input_sq, strict=True):
-            norms += (delta.reshape(delta.shape[0], -1) ** 2).sum(dim=1) * a_sq
+    for delta, a_sq in zip(deltas, input_sq, strict=True):
+        norms += (delta.reshape(k, delta.shape[1], -1) ** 2).sum(dim=(0, 2)) * a_sq
     return norms.detach()
 
 

@@ -1,0 +1,580 @@
+"""Dinh, Pascanu, Bengio, Bengio 2017: rescalings make sharpness arbitrary without changing the function."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from pydantic import Field
+from scipy.optimize import minimize_scalar
+
+import evaluators as ev
+from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.registry import register
+from constructions import symmetries
+from constructions.digits import build_digits
+from constructions.mlp_regression import build_mlp_regression
+from constructions.specs import DigitsSpec, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
+from constructions.training import train_lbfgs
+from evaluators import Objective
+
+PAPER = "Dinh, Pascanu, Bengio, Bengio, Sharp Minima Can Generalize For Deep Nets (ICML 2017)"
+ARXIV = "1703.04933"
+SEED_DOC = "002_8c6a9f7235bccccb.txt"
+
+
+def _source(locator: str) -> Source:
+    return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
+
+
+def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return ((out - y.reshape(out.shape)) ** 2).sum(dim=1).mean()
+
+
+def _trained_regression(spec: MLPRegressionSpec, ctx: ClaimContext, iters: int, tag: str = "scenario"):
+    problem = build_mlp_regression(spec, ctx.generator(tag))
+    fit = train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=iters)
+    return problem.model, problem.data, fit
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def _scaling_vector(obj: Objective, k: int, alpha: float) -> torch.Tensor:
+    """The diagonal D of T_α on hidden layer k as a flat vector: θ_k (weight, bias) ×α, W_{k+1} ×1/α."""
+    linear_names = [n for n in obj.layout.names if n.endswith(".weight")]
+    d = torch.ones(obj.num_params, dtype=obj.dtype)
+    first = linear_names[k].rsplit(".", 1)[0]
+    d[obj.param_slice(f"{first}.weight")] = alpha
+    if f"{first}.bias" in obj.layout.names:
+        d[obj.param_slice(f"{first}.bias")] = alpha
+    d[obj.param_slice(linear_names[k + 1])] = 1 / alpha
+    return d
+
+
+def _slope(alphas: np.ndarray, values: np.ndarray) -> float:
+    return float(np.polyfit(np.log(alphas), np.log(values), 1)[0])
+
+
+# --------------------------------------------------------------------------- 1. function preserved
+class RescalingParams(Spec):
+    scenarios: tuple[MLPRegressionSpec, ...] = (
+        MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=True),
+        MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=False),
+        MLPRegressionSpec(n=32, d=4, hidden=(8, 8), bias=True),
+    )
+    digits: DigitsSpec | None = None
+    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(-3, 3, 7))
+    train_iterations: PositiveInt = 200
+    tolerance: PositiveFloat = 1e-10
+
+
+@register(
+    id="dinh2017.rescaling-preserves-function",
+    title="T_α, per-neuron and deep rescalings leave a ReLU net's function unchanged",
+    statement=(
+        "For ReLU MLPs with or without biases, the layer rescaling T_α, per-neuron rescaling and the deep "
+        "rescaling with Π α_k = 1 leave every output, and hence train and test loss, unchanged."
+    ),
+    source=_source("§4, Eq. (6) and the deep extension"),
+    source_verdict="holds",
+    params=RescalingParams,
+    quick={},
+    full={
+        "scenarios": [
+            {"n": 64, "d": 8, "hidden": [32], "bias": True},
+            {"n": 64, "d": 8, "hidden": [32], "bias": False},
+            {"n": 64, "d": 8, "hidden": [32, 32], "bias": True},
+            {"n": 64, "d": 8, "hidden": [32, 32], "bias": False},
+        ],
+        "digits": {"n_train": 300, "n_test": 600, "hidden": [64, 64]},
+        "alphas": tuple(float(a) for a in np.logspace(-3, 3, 13)),
+        "train_iterations": 400,
+    },
+)
+def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outcome:
+    nets = []
+    for i, spec in enumerate(p.scenarios):
+        net, data, _ = _trained_regression(spec, ctx, p.train_iterations, tag=f"scenario-{i}")
+        nets.append((f"regression {spec.hidden} bias={spec.bias}", net, data))
+    if p.digits is not None:
+        problem = build_digits(p.digits, ctx.generator("digits"))
+        train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
+        nets.append((f"digits {p.digits.hidden}", problem.model, problem.data))
+    gen = ctx.generator("rescalings")
+    worst_out, worst_loss, rows = 0.0, 0.0, []
+    for name, net, data in nets:
+        x_all = torch.cat([data.x, data.x_test])
+        with torch.no_grad():
+            ref = net(x_all)
+            scale = float(ref.abs().max())
+            ref_losses = (_mse(net(data.x), data.y), _mse(net(data.x_test), data.y_test))
+        n_layers = len(symmetries.linear_layers(net))
+        for alpha in p.alphas:
+            width = symmetries.linear_layers(net)[0].out_features
+            exps = torch.rand(width, generator=gen, dtype=torch.float64) * 2 - 1
+            deep = np.exp(np.log(alpha) * np.linspace(1, -1, n_layers))  # Π = 1
+            variants = {
+                "T_alpha": symmetries.layer_rescale(net, 0, alpha),
+                "per_neuron": symmetries.neuron_rescale(net, 0, alpha**exps),
+                "deep": symmetries.deep_rescale(net, deep.tolist()),
+            }
+            for kind, moved in variants.items():
+                with torch.no_grad():
+                    out_err = float((moved(x_all) - ref).abs().max()) / scale
+                    losses = (_mse(moved(data.x), data.y), _mse(moved(data.x_test), data.y_test))
+                loss_err = max(abs(float(a - b)) / float(b) for a, b in zip(losses, ref_losses, strict=True))
+                worst_out, worst_loss = max(worst_out, out_err), max(worst_loss, loss_err)
+                rows.append([name, kind, alpha, f"{out_err:.1e}", f"{loss_err:.1e}"])
+    worst = max(worst_out, worst_loss)
+    return Outcome(
+        verdict="holds" if worst <= p.tolerance else ("refuted" if worst > 1e-6 else "inconclusive"),
+        evidence={
+            "max_relative_output_change": worst_out,
+            "max_relative_loss_change": worst_loss,
+            "nets": len(nets),
+            "rescalings_checked": len(rows),
+        },
+        thresholds={"holds_if_max_relative_change_at_most": p.tolerance, "refuted_if_above": 1e-6},
+        tables=[{"name": "max |f' − f| / max|f| and relative train/test loss change",
+                 "headers": ["net", "rescaling", "α", "output change", "loss change"], "rows": rows}],
+    )
+
+
+# --------------------------------------------------------------------------- 2. Hessian block law
+class BlockLawParams(Spec):
+    scenarios: tuple[MLPRegressionSpec, ...] = (
+        MLPRegressionSpec(n=20, d=3, hidden=(5,), bias=True),
+        MLPRegressionSpec(n=20, d=3, hidden=(5,), bias=False),
+    )
+    alphas: tuple[PositiveFloat, ...] = (0.01, 0.3, 5.0, 100.0)
+    train_iterations: PositiveInt = 200
+    tolerance: PositiveFloat = 1e-8
+
+
+def _block_traces(obj: Objective, theta: torch.Tensor, d: torch.Tensor) -> tuple[float, float, float]:
+    """(Tr H11, Tr H22, Tr rest) at θ for the blocks D scales by α, 1/α and 1."""
+    diag = torch.diagonal(obj.hessian(theta))
+    up, down = d > 1, d < 1
+    return float(diag[up].sum()), float(diag[down].sum()), float(diag[~(up | down)].sum())
+
+
+@register(
+    id="dinh2017.hessian-block-law",
+    title="∇²L(T_α θ) = D_α⁻¹ ∇²L(θ) D_α⁻¹ and Tr = α⁻² Tr H11 + α² Tr H22",
+    statement=(
+        "Under T_α the Hessian transforms exactly as D_α⁻¹ ∇²L(θ) D_α⁻¹ with D_α = diag(α I, α⁻¹ I), so its trace "
+        "is α⁻² Tr H11 + α² Tr H22 (plus the unscaled output-bias block)."
+    ),
+    source=_source("§4 (proofs of Thm 3–4); derived in shared/notes/formulas.md"),
+    source_verdict="holds",
+    params=BlockLawParams,
+    quick={},
+    full={
+        "scenarios": [
+            {"n": 40, "d": 4, "hidden": [12], "bias": True},
+            {"n": 40, "d": 4, "hidden": [12], "bias": False},
+            {"n": 40, "d": 4, "hidden": [8, 8], "bias": True},
+        ],
+        "alphas": (1e-3, 0.01, 0.3, 5.0, 100.0, 1e3),
+        "train_iterations": 400,
+    },
+)
+def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
+    worst_h, worst_tr, rows = 0.0, 0.0, []
+    for i, spec in enumerate(p.scenarios):
+        net, data, _ = _trained_regression(spec, ctx, p.train_iterations, tag=f"scenario-{i}")
+        obj = Objective(net, data.x, data.y)
+        h = obj.hessian()
+        for alpha in p.alphas:
+            d = _scaling_vector(obj, 0, alpha)
+            moved = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+            h_moved = moved.hessian()
+            predicted = h / d[:, None] / d[None, :]
+            err_h = _rel(h_moved, predicted)
+            t11, t22, rest = _block_traces(obj, obj.theta, _scaling_vector(obj, 0, 2.0))
+            tr_pred = t11 / alpha**2 + alpha**2 * t22 + rest
+            tr_true = ev.hessian_trace(moved, method="exact").value
+            err_tr = abs(tr_true - tr_pred) / abs(tr_pred)
+            worst_h, worst_tr = max(worst_h, err_h), max(worst_tr, err_tr)
+            rows.append([f"{spec.hidden} bias={spec.bias}", alpha, f"{err_h:.1e}", f"{tr_true:.4g}", f"{err_tr:.1e}"])
+    worst = max(worst_h, worst_tr)
+    return Outcome(
+        verdict="holds" if worst <= p.tolerance else ("refuted" if worst > 1e-5 else "inconclusive"),
+        evidence={"max_rel_err_hessian": worst_h, "max_rel_err_trace_formula": worst_tr},
+        thresholds={"holds_if_max_rel_err_at_most": p.tolerance, "refuted_if_above": 1e-5},
+        tables=[{"name": "dense Hessian vs the block law (relative Frobenius error)",
+                 "headers": ["net", "α", "‖H(T_αθ) − D⁻¹HD⁻¹‖/‖·‖", "Tr H(T_αθ)", "trace formula rel. err"],
+                 "rows": rows}],
+    )
+
+
+# --------------------------------------------------------------------------- 3. λ1 unbounded (+ figure)
+class SweepParams(Spec):
+    scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=True)
+    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(-3, 3, 13))
+    train_iterations: PositiveInt = 300
+    slope_tolerance: PositiveFloat = 0.1
+    end_ratio: PositiveFloat = 1e4
+
+
+def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
+    net, data, fit = _trained_regression(p.scenario, ctx, p.train_iterations)
+    base = Objective(net, data.x, data.y)
+    with torch.no_grad():
+        ref = base.forward()
+    out = {"alpha": [], "lambda_max": [], "lambda_resid": [], "trace": [], "eps_sharpness": [],
+           "adaptive": [], "function_change": []}
+    for alpha in sorted({*p.alphas, 1.0}):
+        obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+        lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12)
+        out["alpha"].append(alpha)
+        out["lambda_max"].append(lam.value)
+        out["lambda_resid"].append(lam.error)
+        out["trace"].append(ev.hessian_trace(obj, method="exact").value)
+        with torch.no_grad():
+            out["function_change"].append(float((obj.forward() - ref).abs().max() / ref.abs().max()))
+        if with_sharpness:
+            out["eps_sharpness"].append(ev.epsilon_sharpness(obj, 1e-3).value)
+            out["adaptive"].append(ev.adaptive_sharpness(obj, 1e-3).value)
+    return {k: np.array(v) for k, v in out.items()}, fit
+
+
+@register(
+    id="dinh2017.lambda-max-unbounded",
+    title="λ1 of the Hessian can be made arbitrarily large by T_α",
+    statement=(
+        "At a minimum of a one-hidden-layer ReLU net, λ1(∇²L(T_α θ)) grows like α² as α → ∞ and like α⁻² as "
+        "α → 0, so it exceeds any bound while the function is unchanged."
+    ),
+    source=_source("Theorems 3 and 4"),
+    source_verdict="holds",
+    params=SweepParams,
+    quick={"alphas": tuple(float(a) for a in np.logspace(-3, 3, 7))},
+    full={"scenario": {"n": 64, "d": 8, "hidden": [32]}, "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
+          "train_iterations": 500},
+)
+def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
+    s, fit = _sweep(p, ctx, with_sharpness=True)
+    a, lam = s["alpha"], s["lambda_max"]
+    lam1 = float(lam[a == 1.0][0])
+    hi, lo = a >= 10, a <= 0.1
+    slope_hi, slope_lo = _slope(a[hi], lam[hi]), _slope(a[lo], lam[lo])
+    end_ratio = min(lam[0], lam[-1]) / lam1
+    ok = abs(slope_hi - 2) <= p.slope_tolerance and abs(slope_lo + 2) <= p.slope_tolerance and end_ratio >= p.end_ratio
+    series = [Series(label=k, x=a.tolist(), y=np.abs(s[k]).tolist(), style="markers")
+              for k in ("lambda_max", "trace", "eps_sharpness", "adaptive")]
+    return Outcome(
+        verdict="holds" if ok else "refuted",
+        evidence={
+            "slope_large_alpha": slope_hi,
+            "slope_small_alpha": slope_lo,
+            "lambda_max_alpha1": lam1,
+            "min_end_ratio": end_ratio,
+            "max_relative_function_change": float(s["function_change"].max()),
+            "max_lanczos_residual": float(s["lambda_resid"].max()),
+            "train_loss": fit.loss,
+        },
+        thresholds={"slope_target": "±2", "slope_tolerance": p.slope_tolerance, "end_ratio_at_least": p.end_ratio,
+                    "slope_fit_ranges": "α ≥ 10 and α ≤ 0.1"},
+        figures=[
+            Figure(name="sweep", title="Sharpness measures under T_α (same function)", xlabel="α",
+                   ylabel="value", logx=True, logy=True, series=series),
+            Figure(name="function-change", title="max |f_{T_α θ} − f_θ| / max |f_θ|", xlabel="α",
+                   ylabel="relative output change", logx=True, logy=False,
+                   series=[Series(label="function change", x=a.tolist(), y=s["function_change"].tolist(), style="markers")]),
+        ],
+        notes=(
+            "The seed blog outline says minima 'can be made sharper just by re-ordering the units'. Permuting hidden "
+            "units leaves every Hessian eigenvalue unchanged (see `invariance.measure-symmetry-matrix`, column "
+            "permutation); the paper's construction is the non-negative rescaling T_α, not a permutation."
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- 4. many eigenvalues inflated
+class EigenCountParams(Spec):
+    scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=3, hidden=(6,), bias=False)
+    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(0, 5, 11))
+    threshold_multiple: PositiveFloat = 10.0
+    train_iterations: PositiveInt = 300
+
+
+@register(
+    id="dinh2017.multiple-eigenvalues-inflated",
+    title="T_α pushes many Hessian eigenvalues above any M, up to a rank bound",
+    statement=(
+        "For a one-hidden-layer ReLU net at a minimum, the number of Hessian eigenvalues above any fixed M grows "
+        "with α until it reaches the rank of the second-layer block ∇²_{θ2} L."
+    ),
+    source=_source("Theorem 5"),
+    source_verdict="holds",
+    params=EigenCountParams,
+    quick={},
+    full={"scenario": {"n": 64, "d": 4, "hidden": [16], "bias": False}, "alphas": tuple(float(a) for a in np.logspace(0, 6, 19)),
+          "train_iterations": 500},
+)
+def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Outcome:
+    net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
+    obj = Objective(net, data.x, data.y)
+    h = obj.hessian()
+    m_level = p.threshold_multiple * float(torch.linalg.eigvalsh(h)[-1])
+    d1 = _scaling_vector(obj, 0, 2.0)
+    block22 = h[d1 < 1][:, d1 < 1]
+    ev22 = torch.linalg.eigvalsh(block22)
+    rank_bound = int((ev22 > 1e-10 * ev22.max()).sum())
+    counts = []
+    for alpha in p.alphas:
+        d = _scaling_vector(obj, 0, alpha)
+        counts.append(int((torch.linalg.eigvalsh(h / d[:, None] / d[None, :]) > m_level).sum()))
+    monotone = all(b >= a for a, b in zip(counts, counts[1:]))
+    reached = counts[-1] >= rank_bound
+    return Outcome(
+        verdict="holds" if monotone and reached and counts[-1] > 1 else "refuted",
+        evidence={"M": m_level, "rank_bound_theta2_block": rank_bound, "counts": counts,
+                  "final_count": counts[-1], "monotone": monotone},
+        thresholds={"M_is_multiple_of_lambda1_at_alpha1": p.threshold_multiple,
+                    "rank_tolerance": "eigenvalues > 1e-10 × max of the θ2 block"},
+        figures=[Figure(name="counts", title="Eigenvalues above M under T_α", xlabel="α", ylabel="count",
+                        logx=True, series=[Series(label="#{λ_i > M}", x=list(p.alphas), y=counts, style="markers"),
+                                           Series(label="rank of θ2 block", y=[rank_bound], style="hline")])],
+    )
+
+
+# --------------------------------------------------------------------------- 5. trace bounded below
+@register(
+    id="dinh2017.trace-bounded-below",
+    title="Rescaling makes the trace arbitrarily large, never arbitrarily small",
+    statement=(
+        "Over T_α the Hessian trace α⁻² Tr H11 + α² Tr H22 (+ the unscaled rest) has the positive infimum "
+        "2√(Tr H11 Tr H22) (+ rest), attained at α⁴ = Tr H11 / Tr H22."
+    ),
+    source=_source("§4 (consequence of the block law; derived in shared/notes/formulas.md)"),
+    source_verdict="holds",
+    params=SweepParams,
+    quick={"alphas": tuple(float(a) for a in np.logspace(-2, 2, 9))},
+    full={"scenario": {"n": 64, "d": 8, "hidden": [32]}, "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
+          "train_iterations": 500},
+)
+def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
+    net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
+    obj = Objective(net, data.x, data.y)
+    t11, t22, rest = _block_traces(obj, obj.theta, _scaling_vector(obj, 0, 2.0))
+    predicted_min = 2 * np.sqrt(t11 * t22) + rest
+    predicted_alpha = (t11 / t22) ** 0.25
+
+    def trace_at(log_alpha: float) -> float:
+        moved = Objective(symmetries.layer_rescale(net, 0, float(np.exp(log_alpha))), data.x, data.y)
+        return ev.hessian_trace(moved, method="exact").value
+
+    res = minimize_scalar(trace_at, bounds=(np.log(1e-3), np.log(1e3)), method="bounded",
+                          options={"xatol": 1e-10})
+    found_alpha = float(np.exp(res.x))
+    err_min = abs(res.fun - predicted_min) / predicted_min
+    err_alpha = abs(found_alpha - predicted_alpha) / predicted_alpha
+    grid = sorted(p.alphas)
+    traces = [trace_at(np.log(a)) for a in grid]
+    ok = err_min <= 1e-6 and err_alpha <= 1e-3 and predicted_min > 0 and max(traces) / predicted_min > 100
+    return Outcome(
+        verdict="holds" if ok else "refuted",
+        evidence={
+            "trace_at_alpha1": trace_at(0.0),
+            "predicted_infimum": predicted_min,
+            "numerical_minimum": float(res.fun),
+            "rel_err_minimum": err_min,
+            "predicted_alpha_star": predicted_alpha,
+            "numerical_alpha_star": found_alpha,
+            "rel_err_alpha_star": err_alpha,
+            "max_trace_on_grid_over_infimum": max(traces) / predicted_min,
+        },
+        thresholds={"minimum_rel_err_at_most": 1e-6, "alpha_star_rel_err_at_most": 1e-3,
+                    "grid_max_over_infimum_at_least": 100,
+                    "note": "α* error is larger than the value error: the minimum is flat to second order"},
+        figures=[Figure(name="trace", title="Tr ∇²L(T_α θ) and its infimum", xlabel="α", ylabel="trace",
+                        logx=True, logy=True,
+                        series=[Series(label="trace", x=grid, y=traces, style="markers"),
+                                Series(label="2√(Tr H11 Tr H22) + rest", y=[float(predicted_min)], style="hline")])],
+        notes=(
+            "The seed blog outline says rescaling manipulates 'the trace and spectral norm of the Hessian however you "
+            "like'. That holds upwards only: the trace is bounded below by 2√(Tr H11 Tr H22) > 0 over the T_α orbit."
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- 6. ε-sharpness
+class EpsParams(SweepParams):
+    epsilons: tuple[PositiveFloat, ...] = (1e-3, 5e-4)
+    min_variation: PositiveFloat = 100.0
+
+
+@register(
+    id="dinh2017.eps-sharpness-not-invariant",
+    title="Keskar's ε-sharpness varies by orders of magnitude across equivalent nets",
+    statement=(
+        "Keskar et al.'s box ε-sharpness (ε = 1e-3, 5e-4) of a ReLU net changes by at least 100× across T_α "
+        "rescalings that leave the function identical."
+    ),
+    source=_source("§4 (sharpness definitions), applied to Keskar et al. 2017"),
+    source_verdict="holds",
+    params=EpsParams,
+    quick={"alphas": (0.01, 0.1, 10.0, 100.0)},
+    full={"scenario": {"n": 64, "d": 8, "hidden": [32]}, "alphas": tuple(float(a) for a in np.logspace(-2, 2, 9)),
+          "train_iterations": 500},
+)
+def eps_sharpness_not_invariant(p: EpsParams, ctx: ClaimContext) -> Outcome:
+    net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
+    alphas = sorted({*p.alphas, 1.0})
+    values = {eps: [] for eps in p.epsilons}
+    for alpha in alphas:
+        obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+        for eps in p.epsilons:
+            values[eps].append(ev.epsilon_sharpness(obj, eps).value)
+    ratios = {eps: max(v) / max(min(v), 1e-300) for eps, v in values.items()}
+    return Outcome(
+        verdict="holds" if min(ratios.values()) >= p.min_variation else "refuted",
+        evidence={**{f"max_over_min_eps_{eps:g}": r for eps, r in ratios.items()},
+                  **{f"eps_sharpness_{eps:g}": v for eps, v in values.items()}, "alphas": alphas},
+        thresholds={"variation_at_least": p.min_variation,
+                    "note": "values are certified lower bounds of the box maximum (L-BFGS-B)"},
+        figures=[Figure(name="eps", title="Keskar ε-sharpness under T_α", xlabel="α", ylabel="φ (%)",
+                        logx=True, logy=True,
+                        series=[Series(label=f"ε = {eps:g}", x=alphas, y=v, style="markers") for eps, v in values.items()])],
+    )
+
+
+# --------------------------------------------------------------------------- 7. sharp minimum generalizes
+class SharpGeneralizesParams(Spec):
+    clean: DigitsSpec = DigitsSpec(n_train=150, n_test=500, hidden=(64,))
+    noisy: DigitsSpec = DigitsSpec(n_train=150, n_test=500, hidden=(64,), label_noise=0.5)
+    train_iterations: PositiveInt = 1500
+    equal_loss_tolerance: PositiveFloat = 1e-4
+    margin: PositiveFloat = Field(default=2.0, description="rescaled λ1 and trace must exceed the noisy net's by this factor")
+
+
+@register(
+    id="dinh2017.sharp-minimum-generalizes",
+    title="A well-generalizing net can be made sharper than a poorly generalizing one",
+    statement=(
+        "On digits, a net trained on clean labels can be rescaled (same function, same test error) so that its λ1 "
+        "and trace exceed those of a net with equal training loss trained on partly random labels: the 'flatter is "
+        "better' ranking is reversed."
+    ),
+    source=_source("§5 (sharp minima can generalize)"),
+    source_verdict="holds",
+    params=SharpGeneralizesParams,
+    quick={},
+    full={"clean": {"n_train": 400, "n_test": 1000, "hidden": [128]},
+          "noisy": {"n_train": 400, "n_test": 1000, "hidden": [128], "label_noise": 0.5},
+          "train_iterations": 4000},
+)
+def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> Outcome:
+    nets = {}
+    for tag, spec in (("clean", p.clean), ("noisy", p.noisy)):
+        problem = build_digits(spec, ctx.generator(f"digits-{tag}"))
+        fit = train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
+        nets[tag] = (problem, fit)
+
+    def measure(net, problem):
+        obj = Objective(net, problem.data.x, problem.data.y)
+        with torch.no_grad():
+            test_err = float((net(problem.data.x_test).argmax(1) != problem.test_labels).double().mean())
+            train_err = float((net(problem.data.x).argmax(1) != problem.labels).double().mean())
+        return {"lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10).value,
+                "trace": ev.hessian_trace(obj, method="exact").value,
+                "train_loss": float(obj.loss()), "train_error": train_err, "test_error": test_err}
+
+    clean = measure(nets["clean"][0].model, nets["clean"][0])
+    noisy = measure(nets["noisy"][0].model, nets["noisy"][0])
+    # smallest α on a ×2 grid that makes the clean net sharper (λ1 and trace) than the noisy one by the margin
+    alpha, after = 1.0, clean
+    while (after["lambda_max"] < p.margin * noisy["lambda_max"] or after["trace"] < p.margin * noisy["trace"]) and alpha < 1e6:
+        alpha *= 2
+        after = measure(symmetries.layer_rescale(nets["clean"][0].model, 0, alpha), nets["clean"][0])
+    equal_loss = abs(clean["train_loss"] - noisy["train_loss"]) <= p.equal_loss_tolerance
+    reversed_ranking = (after["lambda_max"] > noisy["lambda_max"] and after["trace"] > noisy["trace"]
+                        and after["test_error"] == clean["test_error"] < noisy["test_error"])
+    verdict = "holds" if equal_loss and reversed_ranking else ("inconclusive" if not equal_loss else "refuted")
+    rows = [[name, *(f"{m[k]:.4g}" for k in ("lambda_max", "trace", "train_loss", "train_error", "test_error"))]
+            for name, m in (("clean labels", clean), (f"clean, rescaled α = {alpha:g}", after), ("50% random labels", noisy))]
+    return Outcome(
+        verdict=verdict,
+        evidence={
+            "alpha": alpha,
+            "clean_test_error": clean["test_error"],
+            "noisy_test_error": noisy["test_error"],
+            "clean_lambda_max_before": clean["lambda_max"],
+            "clean_lambda_max_after": after["lambda_max"],
+            "noisy_lambda_max": noisy["lambda_max"],
+            "clean_trace_after": after["trace"],
+            "noisy_trace": noisy["trace"],
+            "train_loss_clean": clean["train_loss"],
+            "train_loss_noisy": noisy["train_loss"],
+            "corrupted_labels": nets["noisy"][0].corrupted,
+        },
+        thresholds={"equal_train_loss_within": p.equal_loss_tolerance, "sharper_by_factor": p.margin},
+        tables=[{"name": "before and after rescaling the clean net",
+                 "headers": ["net", "λ1", "trace", "train MSE", "train error", "test error"], "rows": rows}],
+    )
+
+
+# --------------------------------------------------------------------------- 8. input reparametrization
+class InputParams(Spec):
+    scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(6,), bias=True)
+    digits: DigitsSpec = DigitsSpec(n_train=100, n_test=300, hidden=(16,))
+    scales: tuple[PositiveFloat, ...] = (0.01, 0.1, 10.0, 100.0)
+    train_iterations: PositiveInt = 300
+    tolerance: PositiveFloat = 1e-8
+
+
+@register(
+    id="dinh2017.input-reparametrization",
+    title="Rescaling the inputs (x → c·x, θ1 → θ1/c) rescales the first-layer curvature by c²",
+    statement=(
+        "Replacing x by c·x and the first layer's weights by θ1/c keeps every prediction and the test error, "
+        "while the first-layer Hessian block is multiplied by c² (and λ1 follows)."
+    ),
+    source=_source("§5 (reparametrization of the input space)"),
+    source_verdict="holds",
+    params=InputParams,
+    quick={},
+    full={"scenario": {"n": 48, "d": 4, "hidden": [12]}, "digits": {"n_train": 200, "n_test": 600, "hidden": [32]},
+          "scales": (1e-3, 0.01, 0.1, 10.0, 100.0, 1e3), "train_iterations": 500},
+)
+def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
+    net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
+    digits = build_digits(p.digits, ctx.generator("digits"))
+    train_lbfgs(digits.model, _mse, digits.data.x, digits.data.y, max_iter=p.train_iterations)
+    test_err = lambda m, x: float((m(x).argmax(1) != digits.test_labels).double().mean())  # noqa: E731
+    with torch.no_grad():
+        base_err = test_err(digits.model, digits.data.x_test)
+    obj = Objective(net, data.x, data.y)
+    w1 = obj.param_slice("0.weight")
+    h11 = obj.hessian()[w1, w1]
+    lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12).value
+    worst_block, worst_err_change, rows = 0.0, 0.0, []
+    lams = []
+    for c in p.scales:
+        moved, x_c = symmetries.reparametrize_inputs(net, data.x, c)
+        obj_c = Objective(moved, x_c, data.y)
+        err = _rel(obj_c.hessian()[w1, w1], c**2 * h11)
+        lam_c = ev.hessian_top_eigenvalue(obj_c, rtol=1e-12).value
+        lams.append(lam_c)
+        d_moved, dx = symmetries.reparametrize_inputs(digits.model, digits.data.x_test, c)
+        with torch.no_grad():
+            err_change = abs(test_err(d_moved, dx) - base_err)
+        worst_block, worst_err_change = max(worst_block, err), max(worst_err_change, err_change)
+        rows.append([c, f"{err:.1e}", f"{lam_c:.4g}", f"{lam_c / lam:.3g}", f"{err_change:.3g}"])
+    big = [l for c, l in zip(p.scales, lams, strict=True) if c >= 10]
+    lam_follows = all(l > lam for l in big)
+    ok = worst_block <= p.tolerance and worst_err_change == 0 and lam_follows
+    return Outcome(
+        verdict="holds" if ok else "refuted",
+        evidence={"max_rel_err_first_block_vs_c2": worst_block, "max_test_error_change": worst_err_change,
+                  "digits_test_error": base_err, "lambda_max_c1": lam,
+                  "lambda_max_ratio_at_largest_c": lams[int(np.argmax(p.scales))] / lam},
+        thresholds={"block_rel_err_at_most": p.tolerance, "test_error_change": 0,
+                    "lambda_max": "grows for c ≥ 10"},
+        tables=[{"name": "first-layer block and λ1 under x → c·x",
+                 "headers": ["c", "‖H11' − c²H11‖/‖c²H11‖", "λ1", "λ1 / λ1(c=1)", "digits test error change"],
+                 "rows": rows}],
+    )
