@@ -12,13 +12,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from constructions.data import Dataset, gaussian_inputs, linear_teacher
 from constructions.nets import BNLinearRegression
 from constructions.specs import BNLinearRegressionSpec
 
-__all__ = ["BNRegressionProblem", "build_bn_regression"]
+__all__ = [
+    "BNRegressionProblem",
+    "Trajectory",
+    "build_bn_regression",
+    "cosine_to_min_norm",
+    "gradient_descent",
+    "gradient_flow",
+    "spherical_sharpness",
+]
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,13 @@ class BNRegressionProblem:
     gamma: float
     beta: float
     w_star: torch.Tensor
+    spec: BNLinearRegressionSpec
+
+    def fresh_samples(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """n new (x, y) pairs from the same inputs distribution and teacher (test data)."""
+        x = gaussian_inputs(n, self.spec.d, generator, anisotropic=self.spec.inputs == "anisotropic")
+        noise = self.spec.noise * torch.randn(n, generator=generator, dtype=torch.float64)
+        return x, x @ self.w_star + self.spec.intercept + noise
 
     def model(self, w: torch.Tensor) -> BNLinearRegression:
         return BNLinearRegression(w, self.gamma, self.beta)
@@ -72,4 +88,117 @@ def build_bn_regression(spec: BNLinearRegressionSpec, generator: torch.Generator
     x = gaussian_inputs(spec.n, spec.d, generator, anisotropic=spec.inputs == "anisotropic")
     y, w_star = linear_teacher(x, generator, intercept=spec.intercept, noise=spec.noise)
     gamma = float(y.std(unbiased=False))
-    return BNRegressionProblem(Dataset(x, y), gamma, float(y.mean()), w_star)
+    return BNRegressionProblem(Dataset(x, y), gamma, float(y.mean()), w_star, spec)
+
+
+# --------------------------------------------------------------------------- training dynamics
+@dataclass(frozen=True)
+class Trajectory:
+    """Logged quantities of k runs (columns) at the logged steps (rows).
+
+    ``eff_lr`` is η̃_t = η/((1 − ηλ)‖w_t‖²) (for gradient flow, 1/‖w_t‖², the speed of the direction),
+    ``sharpness`` the spherical sharpness λ1(∇²L(w_t/‖w_t‖)), ``cos`` the cosine between the
+    equivalent linear weights w̃_t and the min-norm interpolant's.
+    """
+
+    steps: np.ndarray
+    loss: np.ndarray
+    norm: np.ndarray
+    eff_lr: np.ndarray
+    sharpness: np.ndarray
+    cos: np.ndarray
+    w: torch.Tensor  # final weights, (k, d)
+
+    @property
+    def eos(self) -> np.ndarray:
+        """η̃_t · λ1(∇²L(w̄_t)): 2 at the Edge of Stability."""
+        return self.eff_lr * self.sharpness
+
+
+def spherical_sharpness(problem: BNRegressionProblem, w: torch.Tensor) -> torch.Tensor:
+    """λ1(∇²L(w/‖w‖)) for each row of ``w`` (closed-form loss, Hessian by ``torch.func``)."""
+    w_bar = w / w.norm(dim=-1, keepdim=True)
+    hess = torch.func.vmap(torch.func.hessian(lambda v: problem.loss_and_grad(v)[0]))(w_bar)
+    return torch.linalg.eigvalsh(hess)[:, -1]
+
+
+def cosine_to_min_norm(problem: BNRegressionProblem, w: torch.Tensor) -> torch.Tensor:
+    """cos(w̃, w_min-norm) for each row of ``w``."""
+    w_mn, _ = problem.min_norm_interpolant()
+    w_t, _ = problem.equivalent_linear(w)
+    return (w_t @ w_mn) / (w_t.norm(dim=-1) * w_mn.norm())
+
+
+def _log_row(problem, w, eff_lr):
+    loss, _ = problem.loss_and_grad(w)
+    return (loss.numpy(), w.norm(dim=-1).numpy(), eff_lr,
+            spherical_sharpness(problem, w).numpy(), cosine_to_min_norm(problem, w).numpy())
+
+
+def _trajectory(steps, rows, w) -> Trajectory:
+    cols = [np.array(c) for c in zip(*rows, strict=True)]
+    return Trajectory(np.array(steps), *cols, w=w)
+
+
+def gradient_descent(
+    problem: BNRegressionProblem,
+    w0: torch.Tensor,
+    *,
+    lr: float,
+    weight_decay: float,
+    steps: int,
+    log_every: int,
+) -> Trajectory:
+    """``w ← (1 − ηλ) w − η ∇L(w)`` for every row of ``w0`` at once (closed-form gradient)."""
+    w = w0.clone()
+    shrink = 1 - lr * weight_decay
+    log_steps, rows = [], []
+    with torch.no_grad():
+        for t in range(steps + 1):
+            if t % log_every == 0 or t == steps:
+                eff = (lr / (shrink * w.norm(dim=-1) ** 2)).numpy()
+                log_steps.append(t)
+                rows.append(_log_row(problem, w, eff))
+            if t < steps:
+                _, g = problem.loss_and_grad(w)
+                w = shrink * w - lr * g
+    return _trajectory(log_steps, rows, w)
+
+
+def gradient_flow(
+    problem: BNRegressionProblem,
+    w0: torch.Tensor,
+    *,
+    weight_decay: float,
+    t_end: float,
+    n_log: int = 50,
+    rtol: float = 1e-10,
+) -> Trajectory:
+    """``dw/dt = −∇L(w) − λw`` for each row of ``w0`` by ``solve_ivp`` (Radau with the exact Jacobian).
+
+    The norm obeys ``‖w(t)‖² = ‖w0‖² e^{−2λt}`` exactly, so the direction moves with speed
+    ``1/‖w‖²``: the flow grows stiff as t grows, hence the implicit solver.
+    """
+    from scipy.integrate import solve_ivp
+
+    hess_fn = torch.func.hessian(lambda v: problem.loss_and_grad(v)[0])
+    t_eval = np.linspace(0.0, t_end, n_log)
+    finals, per_run = [], []
+    for w_init in w0:
+        def rhs(_t, y):
+            _, g = problem.loss_and_grad(torch.from_numpy(y))
+            return (-g - weight_decay * torch.from_numpy(y)).numpy()
+
+        def jac(_t, y):
+            return -hess_fn(torch.from_numpy(y)).numpy() - weight_decay * np.eye(len(y))
+
+        sol = solve_ivp(rhs, (0.0, t_end), w_init.numpy(), method="Radau", jac=jac, t_eval=t_eval,
+                        rtol=rtol, atol=1e-12 * float(w_init.norm()))
+        if not sol.success:
+            raise RuntimeError(f"gradient flow integration failed: {sol.message}")
+        path = torch.from_numpy(sol.y.T)
+        per_run.append(path)
+        finals.append(path[-1])
+    paths = torch.stack(per_run, dim=1)  # (n_log, k, d)
+    rows = [_log_row(problem, paths[i], (1.0 / paths[i].norm(dim=-1) ** 2).numpy()) for i in range(len(t_eval))]
+    return _trajectory(t_eval, rows, torch.stack(finals))

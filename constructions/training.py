@@ -1,13 +1,17 @@
-"""Minimizers for the scenarios: full-batch L-BFGS in float64 (to a tight minimum)."""
+"""Minimizers for the scenarios: full-batch L-BFGS in float64, and GD+WD on scale-invariant weights."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["TrainResult", "train_lbfgs"]
+from evaluators import Objective
+from evaluators.sharpness import spherical_sharpness
+
+__all__ = ["TrainResult", "train_lbfgs", "ScaleInvariantRun", "gd_weight_decay_scale_invariant"]
 
 
 @dataclass(frozen=True)
@@ -49,3 +53,48 @@ def train_lbfgs(
     grad_norm = torch.cat([p.grad.reshape(-1) for p in params]).norm()
     state = opt.state[opt._params[0]]
     return TrainResult(float(loss.detach()), float(grad_norm), int(state.get("n_iter", 0)))
+
+
+@dataclass(frozen=True)
+class ScaleInvariantRun:
+    """Logged GD+WD run on the scale-invariant parameters w of an objective."""
+
+    steps: np.ndarray
+    loss: np.ndarray
+    norm: np.ndarray
+    eff_lr: np.ndarray
+    sharpness: np.ndarray
+
+    @property
+    def eos(self) -> np.ndarray:
+        return self.eff_lr * self.sharpness
+
+
+def gd_weight_decay_scale_invariant(
+    obj: Objective,
+    params: list[str],
+    *,
+    lr: float,
+    weight_decay: float,
+    steps: int,
+    log_every: int,
+    seed: int = 0,
+) -> ScaleInvariantRun:
+    """GD+WD on the named (scale-invariant) parameters only, the rest held fixed.
+
+    Logs L, ‖w‖, η̃ = η/((1 − ηλ)‖w‖²) and the spherical sharpness λ1(∇²_w L(w/‖w‖)).
+    """
+    idx = torch.cat([torch.arange(obj.num_params)[obj.param_slice(n)] for n in params])
+    theta = obj.theta.clone()
+    shrink = 1 - lr * weight_decay
+    logs: list[tuple[int, float, float, float, float]] = []
+    for t in range(steps + 1):
+        loss, g = obj.loss_and_grad(theta)
+        if t % log_every == 0 or t == steps:
+            w_norm = float(theta[idx].norm())
+            sharp = spherical_sharpness(obj, params=params, theta=theta, seed=seed).value
+            logs.append((t, loss, w_norm, lr / (shrink * w_norm**2), sharp))
+        if t < steps:
+            theta[idx] = shrink * theta[idx] - lr * g[idx]
+    cols = [np.array(c) for c in zip(*logs, strict=True)]
+    return ScaleInvariantRun(*cols)

@@ -123,7 +123,10 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
                 with torch.no_grad():
                     out_err = float((moved(x_all) - ref).abs().max()) / scale
                     losses = (_mse(moved(data.x), data.y), _mse(moved(data.x_test), data.y_test))
-                loss_err = max(abs(float(a - b)) / float(b) for a, b in zip(losses, ref_losses, strict=True))
+                # relative to L + mean‖f‖²: at an interpolating minimum L itself is ~0 and a
+                # round-off change of f would look like a large relative change of L
+                energy = float((ref**2).sum(dim=1).mean())
+                loss_err = max(abs(float(a - b)) / (float(b) + energy) for a, b in zip(losses, ref_losses, strict=True))
                 worst_out, worst_loss = max(worst_out, out_err), max(worst_loss, loss_err)
                 rows.append([name, kind, alpha, f"{out_err:.1e}", f"{loss_err:.1e}"])
     worst = max(worst_out, worst_loss)
@@ -136,7 +139,7 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
             "rescalings_checked": len(rows),
         },
         thresholds={"holds_if_max_relative_change_at_most": p.tolerance, "refuted_if_above": 1e-6},
-        tables=[{"name": "max |f' − f| / max|f| and relative train/test loss change",
+        tables=[{"name": "max |f' − f| / max|f| and train/test loss change |ΔL| / (L + mean‖f‖²)",
                  "headers": ["net", "rescaling", "α", "output change", "loss change"], "rows": rows}],
     )
 
