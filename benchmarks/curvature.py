@@ -8,7 +8,8 @@ iteration on a cached double-backward HVP over parameter lists, stopping on the 
 of the eigenvalue, tol 1e-3 and 1e-6; Hutchinson with its relative-change stopping rule) and
 plain Hutchinson. The nets learn a width-4 teacher and are trained for 300 full-batch L-BFGS
 iterations, so curvature is measured near a minimum; the hard-gap case (10 outputs, random
-targets, at initialization) has clustered top eigenvalues (its λ2/λ1 is printed). Ground truth: λ1 from Lanczos at rtol 1e-13 (its residual
+targets, at initialization) has clustered top eigenvalues (its λ2/λ1 is printed).
+Ground truth: λ1 from Lanczos at rtol 1e-13 (its residual
 bound is printed), the trace from the exact gradient-norm identity (ReLU MLP, MSE).
 """
 
@@ -84,9 +85,7 @@ class PyHessianBaseline:
     def __init__(self, obj: Objective):
         self.params = [p.detach().clone().requires_grad_(True) for p in obj.unflatten(obj.theta).values()]
         self.names = list(obj.layout.names)
-        loss = torch.func.functional_call(
-            obj.module, dict(zip(self.names, self.params, strict=True)), (obj.inputs,)
-        )
+        loss = torch.func.functional_call(obj.module, dict(zip(self.names, self.params, strict=True)), (obj.inputs,))
         loss = ((loss - obj.targets.reshape(loss.shape)) ** 2).sum(dim=1).mean()
         self.grads = torch.autograd.grad(loss, self.params, create_graph=True)
         self.hvps = 0
@@ -156,10 +155,27 @@ def benchmark_case(case: Case, n: int, repeats: int, power_cap: int) -> tuple[li
     lam_rows = []
 
     def lam_row(method, value, hvps, seconds):
-        lam_rows.append([case.name, obj.num_params, method, hvps, f"{seconds:.3f}", f"{abs(value - truth) / abs(truth):.1e}"])
+        lam_rows.append(
+            [
+                case.name,
+                obj.num_params,
+                method,
+                hvps,
+                f"{seconds:.3f}",
+                f"{abs(value - truth) / abs(truth):.1e}",
+            ]
+        )
 
-    lam_rows.append([case.name, obj.num_params, f"ground truth (λ2/λ1 = {top2.values[1] / truth:.4f})",
-                     top2.hvps, "", f"resid {top2.residuals[0]:.1e}"])
+    lam_rows.append(
+        [
+            case.name,
+            obj.num_params,
+            f"ground truth (λ2/λ1 = {top2.values[1] / truth:.4f})",
+            top2.hvps,
+            "",
+            f"resid {top2.residuals[0]:.1e}",
+        ]
+    )
     for rtol in (1e-6, 1e-10):
         est = hessian_top_eigenvalue(obj, rtol=rtol)
         secs = _median_time(lambda rtol=rtol: hessian_top_eigenvalue(obj, rtol=rtol), repeats)
@@ -193,17 +209,38 @@ def benchmark_case(case: Case, n: int, repeats: int, power_cap: int) -> tuple[li
     exact_time = _median_time(lambda: hessian_trace(obj, method="exact"), repeats * 3)
     errs = {}
     for method in ("hutchinson", "hutch++"):
-        errs[method] = float(np.mean([
-            abs(hessian_trace(obj, method=method, samples=100 if method == "hutchinson" else 99, seed=s).value - trace_truth)
-            / abs(trace_truth)
-            for s in range(10)
-        ]))
+        errs[method] = float(
+            np.mean(
+                [
+                    abs(
+                        hessian_trace(
+                            obj,
+                            method=method,
+                            samples=100 if method == "hutchinson" else 99,
+                            seed=s,
+                        ).value
+                        - trace_truth
+                    )
+                    / abs(trace_truth)
+                    for s in range(10)
+                ]
+            )
+        )
     base = PyHessianBaseline(obj)
     pyh_trace = base.trace()
     cost_row = [
-        case.name, obj.num_params, f"{ours * 1e3:.2f}", f"{cached * 1e3:.2f}", f"{ours / cached:.2f}",
-        f"{jvp_time * 1e3:.2f}", f"{grad_time * 1e3:.2f}", f"{exact_time * 1e3:.2f}", f"{exact_time / grad_time:.2f}",
-        f"{errs['hutchinson']:.1e}", f"{errs['hutch++']:.1e}", f"{errs['hutchinson'] / max(errs['hutch++'], 1e-300):.1f}",
+        case.name,
+        obj.num_params,
+        f"{ours * 1e3:.2f}",
+        f"{cached * 1e3:.2f}",
+        f"{ours / cached:.2f}",
+        f"{jvp_time * 1e3:.2f}",
+        f"{grad_time * 1e3:.2f}",
+        f"{exact_time * 1e3:.2f}",
+        f"{exact_time / grad_time:.2f}",
+        f"{errs['hutchinson']:.1e}",
+        f"{errs['hutch++']:.1e}",
+        f"{errs['hutchinson'] / max(errs['hutch++'], 1e-300):.1f}",
         f"{abs(pyh_trace - trace_truth) / abs(trace_truth):.1e} ({base.hvps})",
     ]
     targets = {
@@ -231,12 +268,35 @@ def main(argv: list[str] | None = None) -> None:
         cost_rows += b
         targets.append(t)
     print(f"λ1 (n = {n}; rel. err vs Lanczos at rtol 1e-13; seconds are medians of {repeats})\n")
-    print(tabulate(lam_rows, headers=["case", "P", "method", "HVPs", "seconds", "rel. err"], tablefmt="github"))
+    print(
+        tabulate(
+            lam_rows,
+            headers=["case", "P", "method", "HVPs", "seconds", "rel. err"],
+            tablefmt="github",
+        )
+    )
     print("\nCost and trace (ms are medians; trace errors are means over 10 seeds, relative)\n")
-    print(tabulate(cost_rows, headers=[
-        "case", "P", "HVP ours ms", "HVP cached-dbl-bwd ms", "ratio", "HVP func.jvp(grad) ms", "grad ms",
-        "exact trace ms", "exact/grad", "Hutchinson@100 err", "Hutch++@99 err", "gain", "PyHessian trace err (HVPs)",
-    ], tablefmt="github"))
+    print(
+        tabulate(
+            cost_rows,
+            headers=[
+                "case",
+                "P",
+                "HVP ours ms",
+                "HVP cached-dbl-bwd ms",
+                "ratio",
+                "HVP func.jvp(grad) ms",
+                "grad ms",
+                "exact trace ms",
+                "exact/grad",
+                "Hutchinson@100 err",
+                "Hutch++@99 err",
+                "gain",
+                "PyHessian trace err (HVPs)",
+            ],
+            tablefmt="github",
+        )
+    )
     print("\nTargets\n")
     rows = []
     for t in targets:
@@ -244,17 +304,30 @@ def main(argv: list[str] | None = None) -> None:
         power_txt = f"> {cap}" if power > cap else str(power)
         hard = "hard-gap" in t["case"]
         met = t["lanczos_rel_err"] <= 1e-6 and t["lanczos_hvps_1e-10"] * 5 <= power
-        rows.append([
-            t["case"], f"{t['lanczos_hvps_1e-10']} vs power {power_txt}",
-            ("yes" if met else "no") if hard else "(target is on the hard-gap case)",
-            f"{t['hvp_ratio']:.2f} ({'yes' if t['hvp_ratio'] <= 1.2 else 'no'})",
-            f"{t['exact_trace_over_grad']:.2f} ({'yes' if t['exact_trace_over_grad'] <= 3 else 'no'})",
-            f"{t['hutchpp_gain']:.1f} ({'yes' if t['hutchpp_gain'] >= 3 else 'no'})",
-        ])
-    print(tabulate(rows, headers=[
-        "case", "Lanczos HVPs (1e-10) vs power to 1e-4", "≤ 1/5 and rel.err ≤ 1e-6",
-        "HVP ≤ 1.2× cached", "exact trace ≤ 3× grad", "Hutch++ ≥ 3× better",
-    ], tablefmt="github"))
+        rows.append(
+            [
+                t["case"],
+                f"{t['lanczos_hvps_1e-10']} vs power {power_txt}",
+                ("yes" if met else "no") if hard else "(target is on the hard-gap case)",
+                f"{t['hvp_ratio']:.2f} ({'yes' if t['hvp_ratio'] <= 1.2 else 'no'})",
+                f"{t['exact_trace_over_grad']:.2f} ({'yes' if t['exact_trace_over_grad'] <= 3 else 'no'})",
+                f"{t['hutchpp_gain']:.1f} ({'yes' if t['hutchpp_gain'] >= 3 else 'no'})",
+            ]
+        )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "case",
+                "Lanczos HVPs (1e-10) vs power to 1e-4",
+                "≤ 1/5 and rel.err ≤ 1e-6",
+                "HVP ≤ 1.2× cached",
+                "exact trace ≤ 3× grad",
+                "Hutch++ ≥ 3× better",
+            ],
+            tablefmt="github",
+        )
+    )
 
 
 if __name__ == "__main__":

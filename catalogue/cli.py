@@ -10,8 +10,8 @@ import argparse
 import functools
 import json
 import operator
-import textwrap
 import sys
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
@@ -125,7 +125,13 @@ def _cmd_list(args) -> int:
         rec = records.get(c.id)
         last = f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})" if rec else "—"
         rows.append([c.id, _short_source(c), _wrap(c.statement, 70), c.source_verdict, last])
-    print(tabulate(rows, headers=["id", "source", "statement", "source says", "last verdict"], tablefmt="simple"))
+    print(
+        tabulate(
+            rows,
+            headers=["id", "source", "statement", "source says", "last verdict"],
+            tablefmt="simple",
+        )
+    )
     return 0
 
 
@@ -215,7 +221,10 @@ def _cmd_run(args) -> int:
     def finished(rec: Record) -> None:
         stored.append(rec)
         note = f"  {rec.error}" if rec.error else ""
-        bar.write(f"{VERDICT_MARK[rec.verdict]} {rec.verdict:<12} {rec.claim_id}  ({rec.seconds:.1f} s){note}", file=sys.stderr)
+        bar.write(
+            f"{VERDICT_MARK[rec.verdict]} {rec.verdict:<12} {rec.claim_id}  ({rec.seconds:.1f} s){note}",
+            file=sys.stderr,
+        )
         bar.update(1)
 
     def skipped(job) -> None:
@@ -224,12 +233,21 @@ def _cmd_run(args) -> int:
 
     try:
         run_jobs(
-            jobs, out, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-            resume=args.resume, on_record=finished, on_skip=skipped,
+            jobs,
+            out,
+            n_jobs=args.jobs,
+            backend=args.backend,
+            scheduler=args.scheduler,
+            resume=args.resume,
+            on_record=finished,
+            on_skip=skipped,
         )
     except KeyboardInterrupt:
         bar.close()
-        print(f"interrupted: {len(stored)} finished record(s) kept in {out}/; rerun with --resume", file=sys.stderr)
+        print(
+            f"interrupted: {len(stored)} finished record(s) kept in {out}/; rerun with --resume",
+            file=sys.stderr,
+        )
         return 130
     bar.close()
     counts = {v: sum(r.verdict == v for r in stored) for v in VERDICT_MARK}

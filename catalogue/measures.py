@@ -30,17 +30,15 @@ def _first_weight(obj: Objective) -> str:
 
 
 def _plain_mlp(obj: Objective) -> bool:
-    return isinstance(obj.module, nn.Sequential) and not any(
-        isinstance(m, nn.modules.batchnorm._BatchNorm) for m in obj.module
-    )
+    return isinstance(obj.module, nn.Sequential) and not _has_normalization(obj)
 
 
-def _has_batchnorm(obj: Objective) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in obj.module.modules())
+def _has_normalization(obj: Objective) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.LayerNorm) for m in obj.module.modules())
 
 
 def _spherical(obj: Objective, seed: int) -> Estimate:
-    first = [n for n in obj.layout.names if n.startswith("0.")]  # the layer feeding the first BN
+    first = [n for n in obj.layout.names if n.startswith("0.")]  # the layer feeding the normalization
     return ev.spherical_sharpness(obj, params=first, seed=seed)
 
 
@@ -48,17 +46,22 @@ PANEL: tuple[Measure, ...] = (
     Measure("lambda_max", lambda o, s: ev.hessian_top_eigenvalue(o, rtol=1e-10, seed=s)),
     Measure("trace", lambda o, s: ev.hessian_trace(o, method="auto", seed=s)),
     Measure("eps_sharpness_1e-3", lambda o, s: ev.epsilon_sharpness(o, 1e-3)),
-    Measure("adaptive_worst_linf", lambda o, s: ev.adaptive_sharpness(o, 1e-3, norm="linf", kind="worst")),
+    Measure(
+        "adaptive_worst_linf",
+        lambda o, s: ev.adaptive_sharpness(o, 1e-3, norm="linf", kind="worst"),
+    ),
     Measure("adaptive_worst_l2", lambda o, s: ev.adaptive_sharpness(o, 0.1, norm="l2", kind="worst")),
     Measure(
-        "adaptive_average", lambda o, s: ev.adaptive_sharpness(o, 0.1, kind="average", samples=200, seed=s),
+        "adaptive_average",
+        lambda o, s: ev.adaptive_sharpness(o, 0.1, kind="average", samples=200, seed=s),
         stochastic=True,
     ),
     Measure("asam_abs+eta_linf", lambda o, s: ev.adaptive_sharpness(o, 1e-3, scale="abs+eta")),
     Measure("relative_flatness_layer1", lambda o, s: ev.relative_flatness(o, _first_weight(o))),
     Measure("fisher_rao", lambda o, s: ev.fisher_rao_norm(o)),
     Measure(
-        "pacbayes_sigma_inv2", lambda o, s: ev.pacbayes_flatness(o, metric="loss", target=0.1, seed=s),
+        "pacbayes_sigma_inv2",
+        lambda o, s: ev.pacbayes_flatness(o, metric="loss", target=0.1, seed=s),
         stochastic=True,
     ),
     Measure(
@@ -66,7 +69,7 @@ PANEL: tuple[Measure, ...] = (
         lambda o, s: ev.pacbayes_flatness(o, metric="loss", target=0.1, magnitude_aware=True, seed=s),
         stochastic=True,
     ),
-    Measure("spherical_sharpness", _spherical, applies=_has_batchnorm),
+    Measure("spherical_sharpness", _spherical, applies=_has_normalization),
     Measure("param_l2_norm", lambda o, s: ev.parameter_norm(o)),
     Measure("path_norm", lambda o, s: ev.path_norm(o), applies=_plain_mlp),
     Measure("spectral_product", lambda o, s: ev.spectral_norm_product(o), applies=_plain_mlp),

@@ -25,7 +25,12 @@ FAMILY_TITLES = {
     "invariance": "Invariance audit: which measures survive the network's symmetries",
     "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
 }
-VERDICT_MARK = {"holds": "✓ holds", "refuted": "✗ refuted", "inconclusive": "? inconclusive", "error": "! error"}
+VERDICT_MARK = {
+    "holds": "✓ holds",
+    "refuted": "✗ refuted",
+    "inconclusive": "? inconclusive",
+    "error": "! error",
+}
 KEY_EVIDENCE = 3
 
 
@@ -109,15 +114,21 @@ def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[s
         lines += [tabulate(rows, headers=["threshold", "value"], tablefmt="github"), ""]
     for table in record.tables:
         lines += [f"*{table.name}*", ""]
-        lines += [tabulate([[_fmt(c) for c in row] for row in table.rows], headers=table.headers, tablefmt="github"), ""]
+        lines += [
+            tabulate(
+                [[_fmt(c) for c in row] for row in table.rows],
+                headers=table.headers,
+                tablefmt="github",
+            ),
+            "",
+        ]
     for figure in record.figures:
         path = figure_dir / f"{record.claim_id}-{figure.name}.png"
         _draw(figure, path)
         rel = os.path.relpath(path, report_dir)
         lines += [f"![{figure.title}]({rel})", ""]
     lines.append(
-        f"<sub>mode {record.mode} · seed {record.seed} · spec `{record.spec_hash[:12]}` · "
-        f"{record.seconds:.1f} s</sub>"
+        f"<sub>mode {record.mode} · seed {record.seed} · spec `{record.spec_hash[:12]}` · {record.seconds:.1f} s</sub>"
     )
     lines.append("")
     return lines
@@ -127,7 +138,10 @@ def render_report(records: dict[str, Record], out: Path) -> str:
     """The Markdown text of the report; figures are written under ``<out dir>/report/figures``."""
     report_dir = out.parent
     figure_dir = report_dir / "report" / "figures"
-    ordered = sorted(records.values(), key=lambda r: (FAMILIES.index(r.family) if r.family in FAMILIES else 99, r.claim_id))
+    ordered = sorted(
+        records.values(),
+        key=lambda r: (FAMILIES.index(r.family) if r.family in FAMILIES else 99, r.claim_id),
+    )
     modes = Counter(r.mode for r in ordered)
     verdicts = Counter(r.verdict for r in ordered)
     mode_text = ", ".join(f"{n} {m}" for m, n in modes.items())
@@ -142,12 +156,31 @@ def render_report(records: dict[str, Record], out: Path) -> str:
         "",
     ]
     rows = [
-        [f"`{r.claim_id}`", _short_source(r), r.statement, r.source_verdict, VERDICT_MARK[r.verdict],
-         "yes" if r.agrees else "**no**", _key_evidence(r)]
+        [
+            f"`{r.claim_id}`",
+            _short_source(r),
+            r.statement,
+            r.source_verdict,
+            VERDICT_MARK[r.verdict],
+            "yes" if r.agrees else "**no**",
+            _key_evidence(r),
+        ]
         for r in ordered
     ]
     lines += [
-        tabulate(rows, headers=["claim", "source", "statement", "source says", "verdict", "agrees", "key evidence"], tablefmt="github"),
+        tabulate(
+            rows,
+            headers=[
+                "claim",
+                "source",
+                "statement",
+                "source says",
+                "verdict",
+                "agrees",
+                "key evidence",
+            ],
+            tablefmt="github",
+        ),
         "",
     ]
     for family in [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(

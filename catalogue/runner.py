@@ -106,8 +106,14 @@ def _run_job(job: Job) -> Record:
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         message = f"{type(exc).__name__}: {exc} (at {Path(tb.filename).name}:{tb.lineno})"
         return Record(
-            **common, verdict="error", agrees=False, evidence={}, thresholds={}, error=message,
-            seconds=time.perf_counter() - start, created_at=_now(),
+            **common,
+            verdict="error",
+            agrees=False,
+            evidence={},
+            thresholds={},
+            error=message,
+            seconds=time.perf_counter() - start,
+            created_at=_now(),
         )
     return Record(
         **common,
@@ -145,7 +151,10 @@ def _dask_client(scheduler: str | None):
         with Client(scheduler) as client:
             yield client
     else:
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster,
+            Client(cluster) as client,
+        ):
             yield client
 
 

@@ -131,8 +131,13 @@ def cosine_to_min_norm(problem: BNRegressionProblem, w: torch.Tensor) -> torch.T
 
 def _log_row(problem, w, eff_lr):
     loss, _ = problem.loss_and_grad(w)
-    return (loss.numpy(), w.norm(dim=-1).numpy(), eff_lr,
-            spherical_sharpness(problem, w).numpy(), cosine_to_min_norm(problem, w).numpy())
+    return (
+        loss.numpy(),
+        w.norm(dim=-1).numpy(),
+        eff_lr,
+        spherical_sharpness(problem, w).numpy(),
+        cosine_to_min_norm(problem, w).numpy(),
+    )
 
 
 def _trajectory(steps, rows, w) -> Trajectory:
@@ -149,7 +154,12 @@ def gradient_descent(
     steps: int,
     log_every: int,
 ) -> Trajectory:
-    """``w ← (1 − ηλ) w − η ∇L(w)`` for every row of ``w0`` at once (closed-form gradient)."""
+    """``w ← (1 − ηλ) w − η ∇L(w)`` for every row of ``w0`` at once (closed-form gradient).
+
+    Logs every ``log_every | 1`` steps: an odd interval makes the logs alternate between the two
+    phases of an Edge-of-Stability 2-cycle, so averages over logs average the cycle.
+    """
+    log_every |= 1
     w = w0.clone()
     shrink = 1 - lr * weight_decay
     log_steps, rows = [], []
@@ -185,6 +195,7 @@ def gradient_flow(
     t_eval = np.linspace(0.0, t_end, n_log)
     finals, per_run = [], []
     for w_init in w0:
+
         def rhs(_t, y):
             _, g = problem.loss_and_grad(torch.from_numpy(y))
             return (-g - weight_decay * torch.from_numpy(y)).numpy()
@@ -192,8 +203,16 @@ def gradient_flow(
         def jac(_t, y):
             return -hess_fn(torch.from_numpy(y)).numpy() - weight_decay * np.eye(len(y))
 
-        sol = solve_ivp(rhs, (0.0, t_end), w_init.numpy(), method="Radau", jac=jac, t_eval=t_eval,
-                        rtol=rtol, atol=1e-12 * float(w_init.norm()))
+        sol = solve_ivp(
+            rhs,
+            (0.0, t_end),
+            w_init.numpy(),
+            method="Radau",
+            jac=jac,
+            t_eval=t_eval,
+            rtol=rtol,
+            atol=1e-12 * float(w_init.norm()),
+        )
         if not sol.success:
             raise RuntimeError(f"gradient flow integration failed: {sol.message}")
         path = torch.from_numpy(sol.y.T)

@@ -33,7 +33,13 @@ def build_mlp_regression(spec: MLPRegressionSpec, generator: torch.Generator) ->
             spec.n_test, spec.outputs, generator=generator, dtype=torch.float64
         )
     student = mlp(
-        spec.d, spec.hidden, spec.outputs, bias=spec.bias, activation=spec.activation,
-        batchnorm=spec.batchnorm, generator=generator,
+        spec.d,
+        spec.hidden,
+        spec.outputs,
+        bias=spec.bias,
+        activation=spec.activation,
+        batchnorm=spec.batchnorm,
+        layernorm=spec.layernorm,
+        generator=generator,
     )
     return MLPRegressionProblem(Dataset(x, y, x_test, y_test), student)

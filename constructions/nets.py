@@ -16,16 +16,18 @@ def mlp(
     bias: bool = True,
     activation: str = "relu",
     batchnorm: bool = False,
+    layernorm: bool = False,
     batchnorm_eps: float = 1e-300,
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> nn.Sequential:
-    """``Linear → [BatchNorm1d] → act → … → Linear`` with PyTorch's default (Kaiming-uniform) init.
+    """``Linear → [BatchNorm1d | LayerNorm] → act → … → Linear`` with PyTorch's default (Kaiming-uniform) init.
 
     The initialization is drawn from ``generator`` so the net is a function of the seed alone.
     BatchNorm has no affine parameters and, by default, ``eps = 1e-300`` (torch refuses 0): it
     only normalizes, which makes the weights (and bias) before it scale-invariant to float64
-    round-off (PyTorch's default eps = 1e-5 breaks that at small weight norms).
+    round-off (PyTorch's default eps = 1e-5 breaks that at small weight norms). ``layernorm``
+    does the same with a non-affine LayerNorm (normalizing each sample over the layer's units).
     """
     act = {"relu": nn.ReLU, "tanh": nn.Tanh}[activation]
     layers: list[nn.Module] = []
@@ -34,6 +36,8 @@ def mlp(
         layers.append(nn.Linear(fan_in, fan_out, bias=bias, dtype=dtype))
         if batchnorm:
             layers.append(nn.BatchNorm1d(fan_out, eps=batchnorm_eps, affine=False, dtype=dtype))
+        if layernorm:
+            layers.append(nn.LayerNorm(fan_out, eps=batchnorm_eps, elementwise_affine=False, dtype=dtype))
         layers.append(act())
     layers.append(nn.Linear(widths[-1], outputs, bias=bias, dtype=dtype))
     net = nn.Sequential(*layers)

@@ -54,7 +54,7 @@ class MLPRegressionSpec(Spec):
 
     ``hidden`` lists the hidden widths; ``activation`` is ReLU unless said; ``batchnorm`` puts a
     ``BatchNorm1d`` (no affine) after each hidden pre-activation, which makes every weight matrix
-    before it scale-invariant.
+    before it scale-invariant; ``layernorm`` does the same with a non-affine LayerNorm.
     """
 
     kind: Literal["mlp_regression"] = "mlp_regression"
@@ -65,6 +65,7 @@ class MLPRegressionSpec(Spec):
     bias: bool = True
     activation: Literal["relu", "tanh"] = "relu"
     batchnorm: bool = False
+    layernorm: bool = False
     noise: NonNegativeFloat = 0.1
     n_test: PositiveInt = 256
 

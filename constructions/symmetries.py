@@ -8,7 +8,7 @@ homogeneous) activations these leave the function unchanged exactly:
 * ``deep_rescale``: ``θ_k → α_k θ_k`` with ``Π α_k = 1``, biases scaled by the running product;
 * ``neuron_rescale``: per-neuron α_j on one hidden layer;
 * ``permute_hidden``: a permutation of one hidden layer's units;
-* ``scale_before_batchnorm``: weights and bias feeding a BatchNorm ×c (scale invariance);
+* ``scale_before_normalization``: weights and bias feeding a BatchNorm or LayerNorm ×c;
 * ``reparametrize_inputs``: ``x → c·x`` with the first layer's weights ×1/c.
 """
 
@@ -26,7 +26,7 @@ __all__ = [
     "deep_rescale",
     "neuron_rescale",
     "permute_hidden",
-    "scale_before_batchnorm",
+    "scale_before_normalization",
     "reparametrize_inputs",
 ]
 
@@ -100,12 +100,13 @@ def permute_hidden(net: nn.Sequential, k: int, perm: torch.Tensor) -> nn.Sequent
     return out
 
 
-def scale_before_batchnorm(net: nn.Sequential, k: int, c: float) -> nn.Sequential:
-    """Linear k's weights and bias ×c; the BatchNorm right after it makes the function unchanged."""
+def scale_before_normalization(net: nn.Sequential, k: int, c: float) -> nn.Sequential:
+    """Linear k's weights and bias ×c; the BatchNorm or LayerNorm right after it (no eps to speak
+    of) makes the function unchanged."""
     out = copy.deepcopy(net)
     idx = [i for i, m in enumerate(out) if isinstance(m, nn.Linear)][k]
-    if idx + 1 >= len(out) or not isinstance(out[idx + 1], nn.modules.batchnorm._BatchNorm):
-        raise ValueError(f"Linear layer {k} is not followed by a BatchNorm layer")
+    if idx + 1 >= len(out) or not isinstance(out[idx + 1], nn.modules.batchnorm._BatchNorm | nn.LayerNorm):
+        raise ValueError(f"Linear layer {k} is not followed by a BatchNorm or LayerNorm layer")
     with torch.no_grad():
         out[idx].weight.mul_(c)
         if out[idx].bias is not None:

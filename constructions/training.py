@@ -36,8 +36,13 @@ def train_lbfgs(
     """Minimize ``loss_fn(model(x), y) + (λ/2)‖θ‖²`` with full-batch L-BFGS (strong Wolfe), in place."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.LBFGS(
-        params, lr=1.0, max_iter=max_iter, tolerance_grad=tolerance_grad, tolerance_change=0.0,
-        history_size=50, line_search_fn="strong_wolfe",
+        params,
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=tolerance_grad,
+        tolerance_change=0.0,
+        history_size=50,
+        line_search_fn="strong_wolfe",
     )
 
     def closure():
@@ -82,8 +87,11 @@ def gd_weight_decay_scale_invariant(
 ) -> ScaleInvariantRun:
     """GD+WD on the named (scale-invariant) parameters only, the rest held fixed.
 
-    Logs L, ‖w‖, η̃ = η/((1 − ηλ)‖w‖²) and the spherical sharpness λ1(∇²_w L(w/‖w‖)).
+    Logs L, ‖w‖, η̃ = η/((1 − ηλ)‖w‖²) and the spherical sharpness λ1(∇²_w L(w/‖w‖)) every
+    ``log_every | 1`` steps: an odd interval makes the logs alternate between the two phases of an
+    Edge-of-Stability 2-cycle, so averages over logs average the cycle.
     """
+    log_every |= 1
     idx = torch.cat([torch.arange(obj.num_params)[obj.param_slice(n)] for n in params])
     theta = obj.theta.clone()
     shrink = 1 - lr * weight_decay

@@ -16,7 +16,13 @@ from evaluators.invariant import (
 from evaluators.objective import Objective, zero_one_error
 from evaluators.population import Distribution, population_loss, squared_error, zero_one_loss
 from evaluators.sharpness import adaptive_sharpness, epsilon_sharpness, spherical_sharpness
-from evaluators.spectrum import Spectrum, hessian_spectrum, hessian_top_eigenvalue, power_iteration
+from evaluators.spectrum import (
+    Spectrum,
+    hessian_extreme_eigenvalues,
+    hessian_spectrum,
+    hessian_top_eigenvalue,
+    power_iteration,
+)
 from evaluators.trace import hessian_trace, relu_mlp_gradient_norms, supports_exact_identity
 
 __all__ = [
@@ -27,6 +33,7 @@ __all__ = [
     "adaptive_sharpness",
     "epsilon_sharpness",
     "fisher_rao_norm",
+    "hessian_extreme_eigenvalues",
     "hessian_spectrum",
     "hessian_top_eigenvalue",
     "hessian_trace",

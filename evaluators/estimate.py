@@ -73,8 +73,6 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._start
 
 
-
-
 def mean_with_stderr(samples: np.ndarray, confidence: float = 0.95) -> tuple[float, float, tuple[float, float]]:
     """Sample mean, its standard error ``s/√m`` and a Student-t confidence interval."""
     samples = np.asarray(samples, dtype=np.float64)

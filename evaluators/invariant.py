@@ -137,8 +137,13 @@ def pacbayes_flatness(
     value = 1.0 / lo**2
     bracket = (1.0 / hi**2, value)
     return Estimate(
-        value, (bracket[1] - bracket[0]) / 2, "bracket", hvps=samples * (iterations + 2),
-        seconds=sw.seconds, converged=lo < sigma_max, interval=bracket,
+        value,
+        (bracket[1] - bracket[0]) / 2,
+        "bracket",
+        hvps=samples * (iterations + 2),
+        seconds=sw.seconds,
+        converged=lo < sigma_max,
+        interval=bracket,
         extra={"sigma": lo, "deviation": dev_mean, "deviation_stderr": dev_se, "metric": metric},
     )
 
@@ -155,9 +160,7 @@ def _linear_weights(obj: Objective, theta: torch.Tensor) -> list[tuple[torch.Ten
         raise ValueError("path and spectral norms need an nn.Sequential MLP")
     params = obj.unflatten(theta.detach())
     return [
-        (params[f"{i}.weight"], f"{i}.bias" in params)
-        for i, layer in enumerate(model)
-        if isinstance(layer, nn.Linear)
+        (params[f"{i}.weight"], f"{i}.bias" in params) for i, layer in enumerate(model) if isinstance(layer, nn.Linear)
     ]
 
 

@@ -111,9 +111,7 @@ class Objective:
         else:
             self.targets = torch.as_tensor(targets).to(dtype)
         if self.inputs.shape[0] != self.targets.shape[0]:
-            raise ValueError(
-                f"inputs and targets disagree on n: {self.inputs.shape[0]} vs {self.targets.shape[0]}"
-            )
+            raise ValueError(f"inputs and targets disagree on n: {self.inputs.shape[0]} vs {self.targets.shape[0]}")
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
         self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "callable")
@@ -180,7 +178,10 @@ class Objective:
             yield self.inputs, self.targets
             return
         for start in range(0, self.n, self.batch_size):
-            yield self.inputs[start : start + self.batch_size], self.targets[start : start + self.batch_size]
+            yield (
+                self.inputs[start : start + self.batch_size],
+                self.targets[start : start + self.batch_size],
+            )
 
     def forward(self, theta: torch.Tensor | None = None, inputs: torch.Tensor | None = None) -> torch.Tensor:
         """Model outputs ``f_θ(x)`` on ``inputs`` (default: the training inputs, as one batch)."""
@@ -192,9 +193,7 @@ class Objective:
         """ℓ_i(θ) for every sample, evaluated batch by batch (shape (n,))."""
         theta = self.theta if theta is None else theta
         params = self.unflatten(theta)
-        parts = [
-            self._per_sample(functional_call(self.module, params, (xb,)), yb) for xb, yb in self._batches()
-        ]
+        parts = [self._per_sample(functional_call(self.module, params, (xb,)), yb) for xb, yb in self._batches()]
         return torch.cat(parts)
 
     def loss(self, theta: torch.Tensor | None = None) -> torch.Tensor:
@@ -202,8 +201,7 @@ class Objective:
         theta = self.theta if theta is None else theta
         params = self.unflatten(theta)
         batch_losses = [
-            self._per_sample(functional_call(self.module, params, (xb,)), yb).mean()
-            for xb, yb in self._batches()
+            self._per_sample(functional_call(self.module, params, (xb,)), yb).mean() for xb, yb in self._batches()
         ]
         return torch.stack(batch_losses).mean()
 

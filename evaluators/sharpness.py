@@ -54,7 +54,11 @@ def epsilon_sharpness(
             best_val, best_y = -np.inf, np.zeros_like(half)
             for y0 in (np.zeros_like(half), half * np.sign(g0)):
                 res = minimize(
-                    neg_loss_and_grad, y0, jac=True, method="L-BFGS-B", bounds=bounds,
+                    neg_loss_and_grad,
+                    y0,
+                    jac=True,
+                    method="L-BFGS-B",
+                    bounds=bounds,
                     options={"maxiter": maxiter},
                 )
                 if -res.fun > best_val:
@@ -66,7 +70,11 @@ def epsilon_sharpness(
             raise ValueError(f"region must be 'keskar-box' or 'ball', got {region!r}")
     value = 100.0 * (best_val - base) / (1.0 + base)
     return Estimate(
-        value, 0.0, "lower_bound", hvps=count, seconds=sw.seconds,
+        value,
+        0.0,
+        "lower_bound",
+        hvps=count,
+        seconds=sw.seconds,
         extra={"maximizer": best_y, "max_loss": best_val, "loss": base, "region": region},
     )
 
@@ -151,16 +159,28 @@ def adaptive_sharpness(
     if batch_size is not None:
         parts = [
             adaptive_sharpness(
-                obj.subset(idx), rho, norm=norm, kind=kind, scale=scale, eta=eta, steps=steps,
-                samples=samples, seed=seed + b, theta=theta,
+                obj.subset(idx),
+                rho,
+                norm=norm,
+                kind=kind,
+                scale=scale,
+                eta=eta,
+                steps=steps,
+                samples=samples,
+                seed=seed + b,
+                theta=theta,
             )
             for b, idx in enumerate(torch.arange(obj.n).split(batch_size))
         ]
         values = np.array([p.value for p in parts])
         err = float(np.sqrt(np.mean(np.square([p.error for p in parts]))) / np.sqrt(len(parts)))
         return Estimate(
-            float(values.mean()), err, parts[0].error_kind, hvps=sum(p.hvps for p in parts),
-            seconds=sum(p.seconds for p in parts), extra={"per_batch": values.tolist()},
+            float(values.mean()),
+            err,
+            parts[0].error_kind,
+            hvps=sum(p.hvps for p in parts),
+            seconds=sum(p.seconds for p in parts),
+            extra={"per_batch": values.tolist()},
         )
     c = adaptive_scale(obj, theta, scale, eta)
     with torch.no_grad():
@@ -177,7 +197,11 @@ def adaptive_sharpness(
         mean, se, ci = mean_with_stderr(losses - base)
         return Estimate(mean, se, "stderr", hvps=samples, seconds=sw.seconds, interval=ci)
     return Estimate(
-        best - base, 0.0, "lower_bound", hvps=evals, seconds=sw.seconds,
+        best - base,
+        0.0,
+        "lower_bound",
+        hvps=evals,
+        seconds=sw.seconds,
         extra={"maximizer": (c * best_u).numpy(), "loss": base},
     )
 
@@ -235,6 +259,11 @@ def spherical_sharpness(
     theta[idx] = theta[idx] / w_norm
     spec = hessian_spectrum(obj, 1, theta=theta, rtol=rtol, seed=seed, coords=idx)
     return Estimate(
-        float(spec.values[0]), float(spec.residuals[0]), "residual_bound", hvps=spec.hvps,
-        seconds=spec.seconds, converged=spec.converged, extra={"w_norm": float(w_norm)},
+        float(spec.values[0]),
+        float(spec.residuals[0]),
+        "residual_bound",
+        hvps=spec.hvps,
+        seconds=spec.seconds,
+        converged=spec.converged,
+        extra={"w_norm": float(w_norm)},
     )

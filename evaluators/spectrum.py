@@ -19,7 +19,14 @@ from threadpoolctl import threadpool_limits
 from evaluators.estimate import Estimate, Stopwatch
 from evaluators.objective import Objective
 
-__all__ = ["hessian_top_eigenvalue", "hessian_spectrum", "Spectrum", "DENSE_MAX_PARAMS"]
+__all__ = [
+    "hessian_top_eigenvalue",
+    "hessian_spectrum",
+    "hessian_extreme_eigenvalues",
+    "power_iteration",
+    "Spectrum",
+    "DENSE_MAX_PARAMS",
+]
 
 DENSE_MAX_PARAMS = 64  # at or below this P a dense eigendecomposition is cheaper than Lanczos
 
@@ -200,3 +207,26 @@ def power_iteration(
         converged=converged,
         extra={"eigenvector": v.numpy()},
     )
+
+
+def hessian_extreme_eigenvalues(
+    obj: Objective, *, theta: torch.Tensor | None = None, rtol: float = 1e-8, seed: int = 0
+) -> dict[str, Estimate]:
+    """λ1 (largest algebraic), λ_min (smallest algebraic) and the largest-magnitude eigenvalue.
+
+    On an indefinite Hessian the three differ; PyHessian's "top eigenvalue" is the last one.
+    """
+    top = hessian_spectrum(obj, 1, which="LA", theta=theta, rtol=rtol, seed=seed)
+    bottom = hessian_spectrum(obj, 1, which="SA", theta=theta, rtol=rtol, seed=seed)
+    found = {}
+    for name, spec in (("lambda_max", top), ("lambda_min", bottom)):
+        found[name] = Estimate(
+            float(spec.values[0]),
+            float(spec.residuals[0]),
+            "residual_bound",
+            hvps=spec.hvps,
+            seconds=spec.seconds,
+            converged=spec.converged,
+        )
+    found["largest_magnitude"] = max(found.values(), key=lambda e: abs(e.value))
+    return found

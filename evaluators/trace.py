@@ -28,7 +28,12 @@ from torch import nn
 from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr
 from evaluators.objective import Objective
 
-__all__ = ["hessian_trace", "relu_mlp_gradient_norms", "supports_exact_identity", "DENSE_TRACE_MAX_PARAMS"]
+__all__ = [
+    "hessian_trace",
+    "relu_mlp_gradient_norms",
+    "supports_exact_identity",
+    "DENSE_TRACE_MAX_PARAMS",
+]
 
 DENSE_TRACE_MAX_PARAMS = 5000  # "auto" and "exact" fall back to the dense diagonal up to this P
 _PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.Identity, nn.Flatten)
@@ -68,7 +73,9 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
         else:
             x = layer(x)
     out = x.reshape(x.shape[0], -1)
-    input_sq = [(a.reshape(a.shape[0], -1) ** 2).sum(dim=1) + float(b) for a, b in zip(layer_inputs, has_bias, strict=True)]
+    input_sq = [
+        (a.reshape(a.shape[0], -1) ** 2).sum(dim=1) + float(b) for a, b in zip(layer_inputs, has_bias, strict=True)
+    ]
     k = out.shape[1]
     if k == 1:
         deltas = [d[None] for d in torch.autograd.grad(out.sum(), pre_activations)]
@@ -83,12 +90,15 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
 
 def _exact_trace(obj: Objective, theta: torch.Tensor) -> tuple[float, int, str]:
     if supports_exact_identity(obj) and obj.batch_size is None:
-        return float(2.0 / obj.n * relu_mlp_gradient_norms(obj, theta).sum()), 0, "gradient-norm identity"
+        return (
+            float(2.0 / obj.n * relu_mlp_gradient_norms(obj, theta).sum()),
+            0,
+            "gradient-norm identity",
+        )
     p = obj.num_params
     if p > DENSE_TRACE_MAX_PARAMS:
         raise ValueError(
-            f"exact trace needs P ≤ {DENSE_TRACE_MAX_PARAMS} for this model (P = {p}); "
-            "use method='hutch++'"
+            f"exact trace needs P ≤ {DENSE_TRACE_MAX_PARAMS} for this model (P = {p}); use method='hutch++'"
         )
     eye = torch.eye(p, dtype=obj.dtype)
     diag = sum(float(obj.hvp(eye[i], theta)[i]) for i in range(p))

@@ -1,4 +1,8 @@
-"""Invariance audit: a measure × symmetry matrix of relative changes under function-preserving maps."""
+"""Invariance audit: a measure × symmetry matrix of relative changes under function-preserving maps.
+
+Symmetries: T_α on the first hidden layer, per-neuron rescaling, a permutation of the hidden units,
+input scaling x → αx (first layer ÷α), and scaling the weights feeding a BatchNorm or a LayerNorm.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from constructions.specs import MLPRegressionSpec, PositiveFloat, PositiveInt, S
 from constructions.training import train_lbfgs
 from evaluators import Objective
 
-SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale")
+SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale", "ln_scale")
 
 # What theory predicts: True = invariant, False = changes, None = no exact prediction (not scored).
 # Invariance of adaptive (c = |θ|), Fisher–Rao and relative flatness follows from θ' = Dθ with D
@@ -26,19 +30,23 @@ SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn
 # rescaling, not by input scaling.
 T, F, N = True, False, None
 EXPECTED: dict[str, dict[str, bool | None]] = {
-    "lambda_max": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F),
-    "trace": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F),
-    "eps_sharpness_1e-3": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F),
-    "adaptive_worst_linf": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T),
-    "adaptive_worst_l2": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T),
-    "adaptive_average": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T),
-    "asam_abs+eta_linf": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F),
-    "relative_flatness_layer1": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T),
-    "fisher_rao": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T),
-    "pacbayes_sigma_inv2": dict(layer_T_alpha=F, neuron_alpha=F, permutation=N, input_scale=F, bn_scale=F),
-    "pacbayes_mag_sigma_inv2": dict(layer_T_alpha=N, neuron_alpha=N, permutation=N, input_scale=N, bn_scale=N),
-    "spherical_sharpness": dict(bn_scale=T),
-    "param_l2_norm": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F),
+    "lambda_max": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "trace": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "eps_sharpness_1e-3": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "adaptive_worst_linf": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "adaptive_worst_l2": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "adaptive_average": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "asam_abs+eta_linf": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "relative_flatness_layer1": dict(
+        layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T
+    ),
+    "fisher_rao": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "pacbayes_sigma_inv2": dict(layer_T_alpha=F, neuron_alpha=F, permutation=N, input_scale=F, bn_scale=F, ln_scale=F),
+    "pacbayes_mag_sigma_inv2": dict(
+        layer_T_alpha=N, neuron_alpha=N, permutation=N, input_scale=N, bn_scale=N, ln_scale=N
+    ),
+    "spherical_sharpness": dict(bn_scale=T, ln_scale=T),
+    "param_l2_norm": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
     "path_norm": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
     "spectral_product": dict(layer_T_alpha=T, neuron_alpha=F, permutation=T, input_scale=F),
 }
@@ -49,6 +57,7 @@ class InvarianceAuditParams(Spec):
 
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1)
     bn_scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, batchnorm=True)
+    ln_scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, layernorm=True)
     alphas: tuple[PositiveFloat, ...] = Field(default=(0.01, 0.1, 10.0, 100.0), min_length=1)
     train_iterations: PositiveInt = 300
     invariant_rtol: PositiveFloat = 1e-6
@@ -69,8 +78,8 @@ def _transforms(net, x, symmetry: str, alpha: float, index: int, gen: torch.Gene
         return symmetries.permute_hidden(net, 0, torch.randperm(width, generator=gen)), x
     if symmetry == "input_scale":
         return symmetries.reparametrize_inputs(net, x, alpha)
-    if symmetry == "bn_scale":
-        return symmetries.scale_before_batchnorm(net, 0, alpha), x
+    if symmetry in ("bn_scale", "ln_scale"):
+        return symmetries.scale_before_normalization(net, 0, alpha), x
     raise ValueError(symmetry)
 
 
@@ -88,7 +97,7 @@ def _classify(expected: bool | None, change: float, within_error: bool, p: Invar
     title="Which flatness measures are invariant to the network's symmetries",
     statement=(
         "Adaptive sharpness with scale |θ|, the Fisher–Rao norm and relative flatness are unchanged by "
-        "layer and per-neuron rescaling, input reparametrization and BatchNorm scaling, while λ1, the "
+        "layer and per-neuron rescaling, input reparametrization and BatchNorm/LayerNorm scaling, while λ1, the "
         "Hessian trace, ε-sharpness, ASAM's |w|+η scale and plain PAC-Bayes flatness are not."
     ),
     source=Source(
@@ -103,17 +112,23 @@ def _classify(expected: bool | None, change: float, within_error: bool, p: Invar
 )
 def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outcome:
     nets = {}
-    for tag, spec in (("plain", p.scenario), ("bn", p.bn_scenario)):
+    for tag, spec in (("plain", p.scenario), ("bn", p.bn_scenario), ("ln", p.ln_scenario)):
         problem = build_mlp_regression(spec, ctx.generator(f"{tag}-scenario"))
         net, data = problem.model, problem.data
-        fit = train_lbfgs(net, lambda out, y: ((out - y) ** 2).sum(1).mean(), data.x, data.y, max_iter=p.train_iterations)
+        fit = train_lbfgs(
+            net,
+            lambda out, y: ((out - y) ** 2).sum(1).mean(),
+            data.x,
+            data.y,
+            max_iter=p.train_iterations,
+        )
         nets[tag] = (net, data, fit)
     matrix: dict[str, dict[str, float]] = {}
     scored: dict[str, dict[str, str]] = {}
     function_change = 0.0
     curves: dict[str, list[float]] = {}
     for symmetry in SYMMETRIES:
-        net, data, _ = nets["bn" if symmetry == "bn_scale" else "plain"]
+        net, data, _ = nets[{"bn_scale": "bn", "ln_scale": "ln"}.get(symmetry, "plain")]
         base_obj = Objective(net, data.x, data.y)
         measures = [m for m in panel_for(base_obj) if symmetry in EXPECTED.get(m.name, {})]
         seed = ctx.seed_for("measures") % 2**31
@@ -145,8 +160,9 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             if expected is not None:
                 scored.setdefault(m.name, {})[symmetry] = _classify(expected, changes[m.name], within[m.name], p)
     outcomes = [v for row in scored.values() for v in row.values()]
-    verdict = "holds" if all(o == "match" for o in outcomes) else (
-        "refuted" if "mismatch" in outcomes else "inconclusive")
+    verdict = (
+        "holds" if all(o == "match" for o in outcomes) else ("refuted" if "mismatch" in outcomes else "inconclusive")
+    )
 
     def cell(name: str, symmetry: str) -> str:
         if symmetry not in matrix.get(name, {}):
@@ -159,9 +175,22 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
     grid = [*p.alphas, 1.0]  # α = 1 is the reference point, ratio 1
     order = np.argsort(grid)
     figure_series = [
-        Series(label=name, x=[grid[i] for i in order], y=[abs([*vals, 1.0][i]) for i in order], style="markers")
+        Series(
+            label=name,
+            x=[grid[i] for i in order],
+            y=[abs([*vals, 1.0][i]) for i in order],
+            style="markers",
+        )
         for name, vals in curves.items()
-        if name in ("lambda_max", "trace", "eps_sharpness_1e-3", "adaptive_worst_linf", "fisher_rao", "relative_flatness_layer1")
+        if name
+        in (
+            "lambda_max",
+            "trace",
+            "eps_sharpness_1e-3",
+            "adaptive_worst_linf",
+            "fisher_rao",
+            "relative_flatness_layer1",
+        )
     ]
     return Outcome(
         verdict=verdict,
@@ -176,6 +205,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             "lambda_max_T_alpha": matrix.get("lambda_max", {}).get("layer_T_alpha"),
             "train_loss_plain": nets["plain"][2].loss,
             "train_loss_bn": nets["bn"][2].loss,
+            "train_loss_ln": nets["ln"][2].loss,
             "alphas": sorted(p.alphas),
         },
         thresholds={
@@ -183,15 +213,27 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             "changes_if_max_rel_change_at_least": p.changes_at_least,
             "monte_carlo_invariant_if_within_stderr_multiple": p.stderr_multiple,
         },
-        tables=[{
-            "name": "max relative change of each measure over the α grid (inv/var: theory's prediction; ✗ mismatch, ? unclear)",
-            "headers": ["measure", *SYMMETRIES],
-            "rows": rows,
-        }],
-        figures=[Figure(
-            name="t-alpha", title="Measures under T_α (first hidden layer), relative to α = 1",
-            xlabel="α", ylabel="measure(T_α θ) / measure(θ)", logx=True, logy=True, series=figure_series,
-        )],
+        tables=[
+            {
+                "name": (
+                    "max relative change of each measure over the α grid "
+                    "(inv/var: theory's prediction; ✗ mismatch, ? unclear)"
+                ),
+                "headers": ["measure", *SYMMETRIES],
+                "rows": rows,
+            }
+        ],
+        figures=[
+            Figure(
+                name="t-alpha",
+                title="Measures under T_α (first hidden layer), relative to α = 1",
+                xlabel="α",
+                ylabel="measure(T_α θ) / measure(θ)",
+                logx=True,
+                logy=True,
+                series=figure_series,
+            )
+        ],
         notes=(
             "ASAM's reference scale |w| + η on weights and 1 on biases is not a diagonal rescaling of θ, so "
             "it is not invariant under T_α when the rescaled layer has a bias; the row `asam_abs+eta_linf` "

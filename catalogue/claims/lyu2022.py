@@ -29,7 +29,10 @@ from constructions.specs import (
 from constructions.training import gd_weight_decay_scale_invariant
 from evaluators import Objective
 
-PAPER = "Lyu, Li, Arora, Understanding the Generalization Benefit of Normalization Layers: Sharpness Reduction (NeurIPS 2022)"
+PAPER = (
+    "Lyu, Li, Arora, Understanding the Generalization Benefit of Normalization Layers: "
+    "Sharpness Reduction (NeurIPS 2022)"
+)
 ARXIV = "2206.07085"
 SEED_DOC = "000_09c54c206038e4a2.txt"
 
@@ -83,11 +86,22 @@ def _identity_errors(obj: Objective, invariant: list[str], theta: torch.Tensor, 
         "For weights followed by BatchNorm, the training loss is invariant to scaling them, its "
         "gradient is orthogonal to them and scales as 1/c, and its Hessian scales as 1/c²."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="§3 (scale invariance), Lemma 3.1 preliminaries", seed=SEED_DOC),
+    source=Source(
+        paper=PAPER,
+        arxiv=ARXIV,
+        locator="§3 (scale invariance), Lemma 3.1 preliminaries",
+        seed=SEED_DOC,
+    ),
     source_verdict="holds",
     params=ScaleInvarianceParams,
     quick={},
-    full={"scenario": {"n": 20, "d": 100}, "bn_net_width": 16, "bn_net_inputs": 5, "bn_net_samples": 32, "points": 5},
+    full={
+        "scenario": {"n": 20, "d": 100},
+        "bn_net_width": 16,
+        "bn_net_inputs": 5,
+        "bn_net_samples": 32,
+        "points": 5,
+    },
 )
 def scale_invariance_identities(p: ScaleInvarianceParams, ctx: ClaimContext) -> Outcome:
     problem = build_bn_regression(p.scenario, ctx.generator("bn-data"))
@@ -107,19 +121,31 @@ def scale_invariance_identities(p: ScaleInvarianceParams, ctx: ClaimContext) -> 
             theta = obj.theta + 0.5 * torch.randn(obj.num_params, generator=gen, dtype=torch.float64) * point
             for c in p.scales:
                 errs = _identity_errors(obj, invariant, theta, c)
-                rows.append([name, point, c, *(f"{errs[k]:.1e}" for k in ("loss", "euler", "gradient", "hessian"))])
+                rows.append(
+                    [
+                        name,
+                        point,
+                        c,
+                        *(f"{errs[k]:.1e}" for k in ("loss", "euler", "gradient", "hessian")),
+                    ]
+                )
                 for key, value in errs.items():
                     worst[f"{name}.{key}"] = max(worst.get(f"{name}.{key}", 0.0), value)
     overall = max(worst.values())
     return Outcome(
         verdict=_verdict(overall, p.tolerance, 1e-6),
-        evidence={"max_relative_violation": overall, **{f"max_rel_err.{k}": v for k, v in worst.items()}},
+        evidence={
+            "max_relative_violation": overall,
+            **{f"max_rel_err.{k}": v for k, v in worst.items()},
+        },
         thresholds={"holds_if_max_rel_err_at_most": p.tolerance, "refuted_if_above": 1e-6},
-        tables=[{
-            "name": "relative violation per point and scale",
-            "headers": ["model", "point", "c", "loss", "⟨∇L,w⟩", "∇L(cw)", "∇²L(cw)"],
-            "rows": rows,
-        }],
+        tables=[
+            {
+                "name": "relative violation per point and scale",
+                "headers": ["model", "point", "c", "loss", "⟨∇L,w⟩", "∇L(cw)", "∇²L(cw)"],
+                "rows": rows,
+            }
+        ],
     )
 
 
@@ -181,8 +207,8 @@ def effective_lr_identity(p: EffectiveLRParams, ctx: ClaimContext) -> Outcome:
 class DynamicsParams(Spec):
     """GD+WD on the BN linear regression from random inits; step counts in units of 1/(ηλ)."""
 
-    scenario: BNLinearRegressionSpec = BNLinearRegressionSpec(n=20, d=100)
-    data_seeds: PositiveInt = 1
+    scenarios: tuple[BNLinearRegressionSpec, ...] = Field(default=(BNLinearRegressionSpec(n=20, d=100),), min_length=1)
+    data_seeds: PositiveInt = Field(default=1, description="data draws per scenario")
     inits: PositiveInt = 3
     lr: PositiveFloat = 0.1
     weight_decay: PositiveFloat = 0.01
@@ -191,11 +217,13 @@ class DynamicsParams(Spec):
 
 
 def _problems(p: DynamicsParams, ctx: ClaimContext):
-    """(problem, inits) per data seed."""
-    for s in range(p.data_seeds):
-        problem = build_bn_regression(p.scenario, ctx.generator("bn-data", s))
-        w0 = torch.randn(p.inits, p.scenario.d, generator=ctx.generator("inits", s), dtype=torch.float64)
-        yield problem, w0
+    """(problem, inits) per scenario and data seed."""
+    for j, spec in enumerate(p.scenarios):
+        for s in range(p.data_seeds):
+            rep = j * p.data_seeds + s
+            problem = build_bn_regression(spec, ctx.generator("bn-data", rep))
+            w0 = torch.randn(p.inits, spec.d, generator=ctx.generator("inits", rep), dtype=torch.float64)
+            yield problem, w0
 
 
 def _gd(problem, w0, p: DynamicsParams, lr: float | None = None, weight_decay: float | None = None):
@@ -206,7 +234,9 @@ def _gd(problem, w0, p: DynamicsParams, lr: float | None = None, weight_decay: f
 
 
 def _curve_figure(name, title, ylabel, traj, values, *, reference=None, logy=False, label="run"):
-    series = [Series(label=f"{label} {i}", x=traj.steps.tolist(), y=values[:, i].tolist()) for i in range(values.shape[1])]
+    series = [
+        Series(label=f"{label} {i}", x=traj.steps.tolist(), y=values[:, i].tolist()) for i in range(values.shape[1])
+    ]
     if reference is not None:
         series.append(Series(label=reference[0], y=[reference[1]], style="hline"))
     return Figure(name=name, title=title, xlabel="step", ylabel=ylabel, series=series, logy=logy)
@@ -215,12 +245,17 @@ def _curve_figure(name, title, ylabel, traj, values, *, reference=None, logy=Fal
 class EoSParams(DynamicsParams):
     window: PositiveFloat = Field(default=0.25, le=1, description="trailing fraction of the logs averaged")
     band: tuple[PositiveFloat, PositiveFloat] = (1.8, 2.2)
-    bn_net: MLPRegressionSpec = MLPRegressionSpec(n=32, d=5, hidden=(16,), batchnorm=True, noise=0.1)
-    bn_net_lr: PositiveFloat = 0.1
+    bn_net: MLPRegressionSpec = Field(
+        default=MLPRegressionSpec(n=16, d=5, hidden=(64,), batchnorm=True, noise=0.1),
+        description="over-parameterized so the loss can get small, as the theorem's phase needs",
+    )
+    bn_net_lr: PositiveFloat = 0.05
     bn_net_weight_decay: PositiveFloat = 0.05
-    bn_net_steps: PositiveInt = 2000
+    bn_net_steps: PositiveInt = 4000
     bn_net_init_scale: PositiveFloat = Field(
-        default=4.0, description="initial ×c of the scale-invariant weights: same function, η̃ smaller by c²")
+        default=2.0,
+        description="initial ×c of the scale-invariant weights: same function, η̃ smaller by c²",
+    )
 
 
 @register(
@@ -233,8 +268,18 @@ class EoSParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.4 (and Figure 1)", seed=SEED_DOC),
     source_verdict="holds",
     params=EoSParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "log_points": 60, "bn_net_steps": 1500},
-    full={"data_seeds": 2, "inits": 4, "horizon": 40.0, "log_points": 200, "bn_net_steps": 6000},
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "log_points": 60},
+    full={
+        "scenarios": [{"n": 32, "d": 160}],
+        "data_seeds": 2,
+        "inits": 4,
+        "horizon": 40.0,
+        "log_points": 200,
+        "bn_net_lr": 0.02,
+        "bn_net_weight_decay": 0.02,
+        "bn_net_steps": 20000,
+        "bn_net_init_scale": 4.0,
+    },
 )
 def enters_edge_of_stability(p: EoSParams, ctx: ClaimContext) -> Outcome:
     lo, hi = p.band
@@ -245,25 +290,53 @@ def enters_edge_of_stability(p: EoSParams, ctx: ClaimContext) -> Outcome:
         starts += traj.eos[0].tolist()
         trailing += traj.eos[-tail:].mean(axis=0).tolist()
         if s == 0:
-            figures.append(_curve_figure("eos-linear", "BN linear regression: η̃_t · λ1(∇²L(w̄_t))", "η̃ λ1", traj,
-                                         traj.eos, reference=("2", 2.0), label="init"))
-            figures.append(_curve_figure("sharpness-linear", "BN linear regression: spherical sharpness",
-                                         "λ1(∇²L(w̄))", traj, traj.sharpness, label="init"))
+            figures.append(
+                _curve_figure(
+                    "eos-linear",
+                    "BN linear regression: η̃_t · λ1(∇²L(w̄_t))",
+                    "η̃ λ1",
+                    traj,
+                    traj.eos,
+                    reference=("2", 2.0),
+                    label="init",
+                )
+            )
+            figures.append(
+                _curve_figure(
+                    "sharpness-linear",
+                    "BN linear regression: spherical sharpness",
+                    "λ1(∇²L(w̄))",
+                    traj,
+                    traj.sharpness,
+                    label="init",
+                )
+            )
     problem = build_mlp_regression(p.bn_net, ctx.generator("bn-net"))
-    net = symmetries.scale_before_batchnorm(problem.model, 0, p.bn_net_init_scale)
+    net = symmetries.scale_before_normalization(problem.model, 0, p.bn_net_init_scale)
     obj = Objective(net, problem.data.x, problem.data.y)
     run = gd_weight_decay_scale_invariant(
-        obj, ["0.weight", "0.bias"], lr=p.bn_net_lr, weight_decay=p.bn_net_weight_decay,
-        steps=p.bn_net_steps, log_every=max(1, p.bn_net_steps // p.log_points),
+        obj,
+        ["0.weight", "0.bias"],
+        lr=p.bn_net_lr,
+        weight_decay=p.bn_net_weight_decay,
+        steps=p.bn_net_steps,
+        log_every=max(1, p.bn_net_steps // p.log_points),
     )
     tail = max(1, int(len(run.steps) * p.window))
     net_start, net_trailing = float(run.eos[0]), float(run.eos[-tail:].mean())
-    figures.append(Figure(
-        name="eos-bn-net", title="Two-layer net with BatchNorm: η̃_t · λ1 (first layer, output fixed)",
-        xlabel="step", ylabel="η̃ λ1",
-        series=[Series(label="η̃ λ1", x=run.steps.tolist(), y=run.eos.tolist()), Series(label="2", y=[2.0], style="hline")],
-    ))
-    ok = (max(starts) < 1 and all(lo <= v <= hi for v in trailing) and net_start < 1 and lo <= net_trailing <= hi)
+    figures.append(
+        Figure(
+            name="eos-bn-net",
+            title="Two-layer net with BatchNorm: η̃_t · λ1 (first layer, output fixed)",
+            xlabel="step",
+            ylabel="η̃ λ1",
+            series=[
+                Series(label="η̃ λ1", x=run.steps.tolist(), y=run.eos.tolist()),
+                Series(label="2", y=[2.0], style="hline"),
+            ],
+        )
+    )
+    ok = max(starts) < 1 and all(lo <= v <= hi for v in trailing) and net_start < 1 and lo <= net_trailing <= hi
     return Outcome(
         verdict="holds" if ok else "refuted",
         evidence={
@@ -274,11 +347,21 @@ def enters_edge_of_stability(p: EoSParams, ctx: ClaimContext) -> Outcome:
             "bn_net_final_loss": float(run.loss[-1]),
             "steps_linear": int(round(p.horizon / (p.lr * p.weight_decay))),
         },
-        thresholds={"initial_below": 1, "trailing_band": list(p.band), "trailing_window_fraction": p.window},
+        thresholds={
+            "initial_below": 1,
+            "trailing_band": list(p.band),
+            "trailing_window_fraction": p.window,
+        },
         figures=figures,
-        notes=("The BN-net variant trains only the weights feeding the BatchNorm (the output layer is fixed), so every "
-               "trained parameter is scale-invariant, as the theorem assumes."),
+        notes=(
+            "The BN-net variant trains only the weights feeding the BatchNorm (the output layer is fixed), so every "
+            "trained parameter is scale-invariant, as the theorem assumes."
+        ),
     )
+
+
+class ReductionParams(DynamicsParams):
+    tolerance: PositiveFloat = 0.01
 
 
 def _interpolant_sharpness(problem, gen: torch.Generator, samples: int) -> tuple[float, float]:
@@ -301,33 +384,93 @@ def _interpolant_sharpness(problem, gen: torch.Generator, samples: int) -> tuple
     ),
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.7", seed=SEED_DOC),
     source_verdict="holds",
-    params=DynamicsParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0},
-    full={"data_seeds": 2, "inits": 4, "horizon": 40.0, "log_points": 200},
+    params=ReductionParams,
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0},
+    full={
+        "scenarios": [{"n": 32, "d": 160}],
+        "data_seeds": 2,
+        "inits": 4,
+        "horizon": 40.0,
+        "log_points": 200,
+    },
 )
-def sharpness_reduction(p: DynamicsParams, ctx: ClaimContext) -> Outcome:
+def sharpness_reduction(p: ReductionParams, ctx: ClaimContext) -> Outcome:
     rows, ok, figures = [], True, []
     for s, (problem, w0) in enumerate(_problems(p, ctx)):
         traj = _gd(problem, w0, p)
         s_min, s_random = _interpolant_sharpness(problem, ctx.generator("interpolants", s), 64)
         entered = np.argmax(traj.eos >= 1.8, axis=0)  # first log at the edge, per run
+        # At the edge the iterates 2-cycle across the interpolating manifold (logs all land on one phase):
+        # the manifold point is the midpoint of the last two directions.
+        _, g = problem.loss_and_grad(traj.w)
+        w_next = (1 - p.lr * p.weight_decay) * traj.w - p.lr * g
+        mid = traj.w / traj.w.norm(dim=1, keepdim=True) + w_next / w_next.norm(dim=1, keepdim=True)
+        mid_sharpness = spherical_sharpness(problem, mid).numpy()
         for i in range(w0.shape[0]):
-            at_entry, final = traj.sharpness[entered[i], i], traj.sharpness[-1, i]
+            at_entry = traj.sharpness[entered[i], i]
+            final = float(mid_sharpness[i])
+            windows = traj.sharpness[entered[i] :, i]
+            windows = [w.mean() for w in np.array_split(windows, 4) if len(w)]
+            trend = all(b <= a * (1 + p.tolerance) for a, b in zip(windows, windows[1:], strict=False))
             rel = abs(final - s_min) / s_min
-            ok &= bool(traj.eos[:, i].max() >= 1.8) and final <= at_entry and rel <= 0.01 and s_random >= s_min * (1 - 1e-9)
-            rows.append([s, i, f"{traj.sharpness[0, i]:.4g}", f"{at_entry:.4g}", f"{final:.4g}", f"{s_min:.4g}", f"{rel:.1e}", f"{s_random:.4g}"])
+            ok &= bool(traj.eos[:, i].max() >= 1.8) and trend and rel <= p.tolerance and s_random >= s_min * (1 - 1e-9)
+            rows.append(
+                [
+                    s,
+                    i,
+                    f"{traj.sharpness[0, i]:.4g}",
+                    f"{at_entry:.4g}",
+                    f"{final:.4g}",
+                    f"{s_min:.4g}",
+                    f"{rel:.1e}",
+                    trend,
+                    f"{s_random:.4g}",
+                ]
+            )
         if s == 0:
-            figures.append(_curve_figure("spherical", "Spherical sharpness under GD+WD vs its minimum over interpolants",
-                                         "λ1(∇²L(w̄))", traj, traj.sharpness, reference=("min over interpolants", s_min),
-                                         logy=True, label="init"))
+            figures.append(
+                _curve_figure(
+                    "spherical",
+                    "Spherical sharpness under GD+WD vs its minimum over interpolants",
+                    "λ1(∇²L(w̄))",
+                    traj,
+                    traj.sharpness,
+                    reference=("min over interpolants", s_min),
+                    logy=True,
+                    label="init",
+                )
+            )
     return Outcome(
         verdict="holds" if ok else "refuted",
-        evidence={"runs": len(rows), "max_rel_gap_to_minimum": max(float(r[6]) for r in rows)},
-        thresholds={"final_within_rel_of_minimum": 0.01, "entry": "first log with η̃λ1 ≥ 1.8",
-                    "minimum": "λ1 at the min-norm interpolant's direction; checked ≤ 64 random interpolants"},
-        tables=[{"name": "spherical sharpness: start, EoS entry, end, and the minimum over interpolants",
-                 "headers": ["data seed", "init", "start", "at EoS entry", "final", "min (min-norm dir.)", "rel. gap",
-                             "least at random interpolants"], "rows": rows}],
+        evidence={
+            "runs": len(rows),
+            "max_rel_gap_to_minimum": max(float(r[6]) for r in rows),
+            "all_window_trends_decreasing": all(r[7] for r in rows),
+        },
+        thresholds={
+            "final_within_rel_of_minimum": p.tolerance,
+            "entry": "first log with η̃λ1 ≥ 1.8",
+            "final": "λ1 at the midpoint of the last 2-cycle's directions",
+            "trend": "means of 4 windows after entry non-increasing (slack: the tolerance, for the 2-cycle)",
+            "minimum": "λ1 at the min-norm interpolant's direction; checked ≤ 64 random interpolants",
+        },
+        tables=[
+            {
+                "name": "spherical sharpness: start, EoS entry, end, and the minimum over interpolants",
+                "headers": [
+                    "data seed",
+                    "init",
+                    "start",
+                    "at EoS entry",
+                    "final (2-cycle midpoint)",
+                    "min (min-norm dir.)",
+                    "rel. gap",
+                    "decreasing",
+                    "least at random interpolants",
+                ],
+                "rows": rows,
+            }
+        ],
         figures=figures,
     )
 
@@ -353,8 +496,14 @@ def _final_alignment(problem, w: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 5.1", seed=SEED_DOC),
     source_verdict="holds",
     params=MinNormParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "inits": 3},
-    full={"data_seeds": 3, "inits": 5, "horizon": 40.0, "log_points": 100},
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 3},
+    full={
+        "scenarios": [{"n": 32, "d": 160}, {"n": 32, "d": 160, "inputs": "anisotropic"}],
+        "data_seeds": 2,
+        "inits": 5,
+        "horizon": 40.0,
+        "log_points": 100,
+    },
 )
 def bn_regression_min_norm(p: MinNormParams, ctx: ClaimContext) -> Outcome:
     cos_all, ratio_all, initial = [], [], []
@@ -367,14 +516,21 @@ def bn_regression_min_norm(p: MinNormParams, ctx: ClaimContext) -> Outcome:
     ok = min(cos_all) >= p.cos_at_least and max(abs(r - 1) for r in ratio_all) <= p.norm_ratio_tolerance
     return Outcome(
         verdict="holds" if ok else "refuted",
-        evidence={"min_final_cos": min(cos_all), "max_norm_ratio_error": max(abs(r - 1) for r in ratio_all),
-                  "initial_cos": initial, "final_cos": cos_all, "norm_ratio": ratio_all},
+        evidence={
+            "min_final_cos": min(cos_all),
+            "max_norm_ratio_error": max(abs(r - 1) for r in ratio_all),
+            "initial_cos": initial,
+            "final_cos": cos_all,
+            "norm_ratio": ratio_all,
+        },
         thresholds={"cos_at_least": p.cos_at_least, "norm_ratio_within": p.norm_ratio_tolerance},
     )
 
 
 class FlowParams(DynamicsParams):
-    flow_time: PositiveFloat = Field(default=600.0, description="t_end of gradient flow with WD (‖w‖ shrinks as e^{−λt})")
+    flow_time: PositiveFloat = Field(
+        default=600.0, description="t_end of gradient flow with WD (‖w‖ shrinks as e^{−λt})"
+    )
     cos_below: PositiveFloat = 0.99
 
 
@@ -388,8 +544,8 @@ class FlowParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="§5, discussion after Theorem 5.1", seed=SEED_DOC),
     source_verdict="holds",
     params=FlowParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "inits": 2, "flow_time": 400.0},
-    full={"data_seeds": 2, "inits": 4, "horizon": 40.0},
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 2, "flow_time": 400.0},
+    full={"scenarios": [{"n": 32, "d": 160}], "data_seeds": 2, "inits": 4, "horizon": 40.0},
 )
 def flow_does_not(p: FlowParams, ctx: ClaimContext) -> Outcome:
     rows, gf_cos, nowd_cos, final_losses, norm_law, figures = [], [], [], [], 0.0, []
@@ -403,29 +559,67 @@ def flow_does_not(p: FlowParams, ctx: ClaimContext) -> Outcome:
         nowd_cos += nowd.cos[-1].tolist()
         final_losses += gf.loss[-1].tolist() + nowd.loss[-1].tolist()
         for i in range(w0.shape[0]):
-            rows.append([s, i, f"{wd.cos[0, i]:.4f}", f"{wd.cos[-1, i]:.5f}", f"{nowd.cos[-1, i]:.4f}", f"{gf.cos[-1, i]:.4f}"])
+            rows.append(
+                [
+                    s,
+                    i,
+                    f"{wd.cos[0, i]:.4f}",
+                    f"{wd.cos[-1, i]:.5f}",
+                    f"{nowd.cos[-1, i]:.4f}",
+                    f"{gf.cos[-1, i]:.4f}",
+                ]
+            )
         if s == 0:
             series = []
             for name, traj in (("GD+WD", wd), ("GD, no WD", nowd)):
-                series += [Series(label=f"{name} init {i}", x=traj.steps.tolist(), y=traj.cos[:, i].tolist())
-                           for i in range(w0.shape[0])]
-            figures.append(Figure(name="cos", title="cos(w̃_t, w_min-norm): GD+WD vs GD without WD", xlabel="step",
-                                  ylabel="cosine", series=series))
-            figures.append(Figure(name="cos-flow", title="cos(w̃_t, w_min-norm) along gradient flow with WD",
-                                  xlabel="time t", ylabel="cosine",
-                                  series=[Series(label=f"GF+WD init {i}", x=gf.steps.tolist(), y=gf.cos[:, i].tolist())
-                                          for i in range(w0.shape[0])]))
+                series += [
+                    Series(label=f"{name} init {i}", x=traj.steps.tolist(), y=traj.cos[:, i].tolist())
+                    for i in range(w0.shape[0])
+                ]
+            figures.append(
+                Figure(
+                    name="cos",
+                    title="cos(w̃_t, w_min-norm): GD+WD vs GD without WD",
+                    xlabel="step",
+                    ylabel="cosine",
+                    series=series,
+                )
+            )
+            figures.append(
+                Figure(
+                    name="cos-flow",
+                    title="cos(w̃_t, w_min-norm) along gradient flow with WD",
+                    xlabel="time t",
+                    ylabel="cosine",
+                    series=[
+                        Series(label=f"GF+WD init {i}", x=gf.steps.tolist(), y=gf.cos[:, i].tolist())
+                        for i in range(w0.shape[0])
+                    ],
+                )
+            )
     interpolate = max(final_losses) <= 1e-8
     ok = max(gf_cos + nowd_cos) < p.cos_below and interpolate
     return Outcome(
         verdict="holds" if ok else ("inconclusive" if not interpolate else "refuted"),
-        evidence={"max_cos_gradient_flow_wd": max(gf_cos), "max_cos_gd_no_wd": max(nowd_cos),
-                  "max_final_loss": max(final_losses), "gf_norm_law_rel_err": norm_law,
-                  "spread_of_limits_cos": float(np.std(gf_cos + nowd_cos))},
-        thresholds={"cos_below": p.cos_below, "interpolates_if_loss_at_most": 1e-8,
-                    "gf_solver": "Radau, rtol 1e-10, exact Jacobian"},
-        tables=[{"name": "cos to the min-norm interpolant: init, GD+WD, GD without WD, gradient flow with WD",
-                 "headers": ["data seed", "init", "cos at init", "GD+WD", "GD no WD", "GF+WD"], "rows": rows}],
+        evidence={
+            "max_cos_gradient_flow_wd": max(gf_cos),
+            "max_cos_gd_no_wd": max(nowd_cos),
+            "max_final_loss": max(final_losses),
+            "gf_norm_law_rel_err": norm_law,
+            "spread_of_limits_cos": float(np.std(gf_cos + nowd_cos)),
+        },
+        thresholds={
+            "cos_below": p.cos_below,
+            "interpolates_if_loss_at_most": 1e-8,
+            "gf_solver": "Radau, rtol 1e-10, exact Jacobian",
+        },
+        tables=[
+            {
+                "name": "cos to the min-norm interpolant: init, GD+WD, GD without WD, gradient flow with WD",
+                "headers": ["data seed", "init", "cos at init", "GD+WD", "GD no WD", "GF+WD"],
+                "rows": rows,
+            }
+        ],
         figures=figures,
     )
 
@@ -445,8 +639,20 @@ class SmallLRParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.7 (any η), §5", seed=SEED_DOC),
     source_verdict="holds",
     params=SmallLRParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "inits": 2, "lrs": (0.1, 0.03), "log_points": 40},
-    full={"inits": 3, "horizon": 30.0, "lrs": (0.1, 0.03, 0.01), "log_points": 60},
+    quick={
+        "scenarios": [{"n": 12, "d": 40}],
+        "horizon": 12.0,
+        "inits": 2,
+        "lrs": (0.1, 0.03),
+        "log_points": 40,
+    },
+    full={
+        "scenarios": [{"n": 32, "d": 160}],
+        "inits": 3,
+        "horizon": 30.0,
+        "lrs": (0.1, 0.03, 0.01),
+        "log_points": 60,
+    },
 )
 def any_small_lr(p: SmallLRParams, ctx: ClaimContext) -> Outcome:
     problem, w0 = next(iter(_problems(p, ctx)))
@@ -454,15 +660,31 @@ def any_small_lr(p: SmallLRParams, ctx: ClaimContext) -> Outcome:
     for lr in p.lrs:
         traj = _gd(problem, w0, p, lr=lr)
         finals[lr] = traj.cos[-1].tolist()
-        series.append(Series(label=f"η = {lr:g}", x=(traj.steps * lr * p.weight_decay).tolist(), y=traj.cos.min(axis=1).tolist()))
+        series.append(
+            Series(
+                label=f"η = {lr:g}",
+                x=(traj.steps * lr * p.weight_decay).tolist(),
+                y=traj.cos.min(axis=1).tolist(),
+            )
+        )
     worst = min(min(v) for v in finals.values())
     return Outcome(
         verdict="holds" if worst >= p.cos_at_least else "refuted",
-        evidence={"min_final_cos": worst, **{f"final_cos_lr_{lr:g}": v for lr, v in finals.items()},
-                  "steps_per_lr": {f"{lr:g}": int(round(p.horizon / (lr * p.weight_decay))) for lr in p.lrs}},
+        evidence={
+            "min_final_cos": worst,
+            **{f"final_cos_lr_{lr:g}": v for lr, v in finals.items()},
+            "steps_per_lr": {f"{lr:g}": int(round(p.horizon / (lr * p.weight_decay))) for lr in p.lrs},
+        },
         thresholds={"cos_at_least": p.cos_at_least, "steps": f"{p.horizon:g} / (η λ)"},
-        figures=[Figure(name="cos-vs-time", title="Worst cos to the min-norm interpolant vs rescaled time ηλt",
-                        xlabel="η λ t", ylabel="min over inits of cos", series=series)],
+        figures=[
+            Figure(
+                name="cos-vs-time",
+                title="Worst cos to the min-norm interpolant vs rescaled time ηλt",
+                xlabel="η λ t",
+                ylabel="min over inits of cos",
+                series=series,
+            )
+        ],
     )
 
 
@@ -482,8 +704,14 @@ class NoWDParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="§6 (ablation on weight decay)", seed=SEED_DOC),
     source_verdict="holds",
     params=NoWDParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "inits": 2},
-    full={"data_seeds": 2, "inits": 4, "horizon": 40.0, "log_points": 200},
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 2},
+    full={
+        "scenarios": [{"n": 32, "d": 160}],
+        "data_seeds": 2,
+        "inits": 4,
+        "horizon": 40.0,
+        "log_points": 200,
+    },
 )
 def no_wd_no_reduction(p: NoWDParams, ctx: ClaimContext) -> Outcome:
     frozen, reduced = [], []
@@ -500,10 +728,17 @@ def no_wd_no_reduction(p: NoWDParams, ctx: ClaimContext) -> Outcome:
     ok = max(frozen) <= p.stagnation and min(reduced) >= p.reduction
     return Outcome(
         verdict="holds" if ok else "refuted",
-        evidence={"max_rel_change_no_wd_after_small_loss": max(frozen), "min_rel_reduction_with_wd_same_window": min(reduced),
-                  "no_wd_changes": frozen, "wd_reductions": reduced},
-        thresholds={"small_loss": p.small_loss, "frozen_if_rel_change_at_most": p.stagnation,
-                    "wd_reduces_by_at_least": p.reduction},
+        evidence={
+            "max_rel_change_no_wd_after_small_loss": max(frozen),
+            "min_rel_reduction_with_wd_same_window": min(reduced),
+            "no_wd_changes": frozen,
+            "wd_reductions": reduced,
+        },
+        thresholds={
+            "small_loss": p.small_loss,
+            "frozen_if_rel_change_at_most": p.stagnation,
+            "wd_reduces_by_at_least": p.reduction,
+        },
     )
 
 
@@ -518,11 +753,22 @@ class GeneralizationParams(DynamicsParams):
         "On fresh samples from the teacher, the GD+WD limit has lower spherical sharpness and lower test MSE than the "
         "gradient-flow-with-WD and GD-without-WD limits."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="§1 and §5 (generalization benefit of sharpness reduction)", seed=SEED_DOC),
+    source=Source(
+        paper=PAPER,
+        arxiv=ARXIV,
+        locator="§1 and §5 (generalization benefit of sharpness reduction)",
+        seed=SEED_DOC,
+    ),
     source_verdict="holds",
     params=GeneralizationParams,
-    quick={"scenario": {"n": 12, "d": 40}, "horizon": 12.0, "inits": 3},
-    full={"data_seeds": 3, "inits": 4, "horizon": 40.0, "log_points": 60},
+    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 3},
+    full={
+        "scenarios": [{"n": 32, "d": 160}],
+        "data_seeds": 3,
+        "inits": 4,
+        "horizon": 40.0,
+        "log_points": 60,
+    },
 )
 def flatter_generalizes_here(p: GeneralizationParams, ctx: ClaimContext) -> Outcome:
     results = {"GD+WD": ([], []), "GD, no WD": ([], []), "GF+WD": ([], [])}
@@ -544,8 +790,16 @@ def flatter_generalizes_here(p: GeneralizationParams, ctx: ClaimContext) -> Outc
     rows = [[name, f"{m:.4g}", f"{s:.4g}", len(results[name][0])] for name, (m, s) in means.items()]
     return Outcome(
         verdict="holds" if ok else "refuted",
-        evidence={**{f"test_mse_{k}": v[0] for k, v in means.items()}, **{f"spherical_sharpness_{k}": v[1] for k, v in means.items()}},
+        evidence={
+            **{f"test_mse_{k}": v[0] for k, v in means.items()},
+            **{f"spherical_sharpness_{k}": v[1] for k, v in means.items()},
+        },
         thresholds={"holds_if": "GD+WD has the lowest mean test MSE and the lowest mean spherical sharpness"},
-        tables=[{"name": "limits: mean test MSE on fresh teacher samples and spherical sharpness",
-                 "headers": ["method", "test MSE", "spherical sharpness", "runs"], "rows": rows}],
+        tables=[
+            {
+                "name": "limits: mean test MSE on fresh teacher samples and spherical sharpness",
+                "headers": ["method", "test MSE", "spherical sharpness", "runs"],
+                "rows": rows,
+            }
+        ],
     )

@@ -80,11 +80,20 @@ def test_bad_arguments_exit_2(capsys, argv, named):
 
 
 bad_params = st.one_of(
-    st.builds(lambda v: ({"lr": v}, "params.lr"), st.floats(max_value=0) | st.just(float("nan")) | st.text(max_size=3)),
+    st.builds(
+        lambda v: ({"lr": v}, "params.lr"),
+        st.floats(max_value=0) | st.just(float("nan")) | st.text(max_size=3),
+    ),
     st.builds(lambda v: ({"steps": v}, "params.steps"), st.integers(max_value=0)),
     st.builds(lambda v: ({"scenario": {"n": v}}, "params.scenario.n"), st.integers(max_value=0)),
-    st.builds(lambda v: ({"scenario": {"noise": v}}, "params.scenario.noise"), st.floats(max_value=-1e-9) | st.just(float("inf"))),
-    st.builds(lambda v: ({"scenario": {"inputs": v}}, "params.scenario.inputs"), st.text(max_size=5).filter(lambda s: s not in ("isotropic", "anisotropic"))),
+    st.builds(
+        lambda v: ({"scenario": {"noise": v}}, "params.scenario.noise"),
+        st.floats(max_value=-1e-9) | st.just(float("inf")),
+    ),
+    st.builds(
+        lambda v: ({"scenario": {"inputs": v}}, "params.scenario.inputs"),
+        st.text(max_size=5).filter(lambda s: s not in ("isotropic", "anisotropic")),
+    ),
     st.builds(lambda k: ({k: 1}, f"params.{k}"), st.sampled_from(["learning_rate", "stepz", "Lr"])),
 )
 
@@ -105,7 +114,10 @@ def test_invalid_spec_files_exit_2_naming_the_field(tmp_path, capsys, case):
         ("{not json", "not valid json"),
         ('{"params": {}}', "claim: Field required"),
         ('{"claim": "lyu2022.nope"}', "claim: unknown claim id"),
-        ('{"claim": "lyu2022.effective-lr-identity", "extra": 1}', "extra: Extra inputs are not permitted"),
+        (
+            '{"claim": "lyu2022.effective-lr-identity", "extra": 1}',
+            "extra: Extra inputs are not permitted",
+        ),
     ],
 )
 def test_malformed_spec_files(tmp_path, capsys, content, named):
@@ -119,10 +131,16 @@ def test_schema_lists_every_claim(capsys):
     code, out, _ = run_cli(capsys, "schema")
     schema = json.loads(out)
     assert code == 0
-    tags = {alt["properties"]["claim"]["const"] for alt in schema["$defs"].values() if "claim" in alt.get("properties", {})}
+    tags = {
+        alt["properties"]["claim"]["const"] for alt in schema["$defs"].values() if "claim" in alt.get("properties", {})
+    }
     assert tags == {c.id for c in registry.all_claims()}
 
 
 def test_console_entry_point_exit_code():
-    proc = subprocess.run([sys.executable, "-m", "catalogue.cli", "run", "no.such-claim"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "catalogue.cli", "run", "no.such-claim"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

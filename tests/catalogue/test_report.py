@@ -7,8 +7,17 @@ def test_report_from_results_dir(tmp_path):
     jobs = runner.plan_jobs(registry.all_claims("lyu2022")[:2], "quick", 0)
     records = runner.run_jobs(jobs, tmp_path / "results")
     # add a figure to one record, as a claim would
-    fig = Figure(name="curve", title="t", xlabel="x", ylabel="y", logy=True,
-                 series=[Series(label="a", x=[1, 2, 3], y=[1, 10, 100]), Series(label="ref", y=[5], style="hline")])
+    fig = Figure(
+        name="curve",
+        title="t",
+        xlabel="x",
+        ylabel="y",
+        logy=True,
+        series=[
+            Series(label="a", x=[1, 2, 3], y=[1, 10, 100]),
+            Series(label="ref", y=[5], style="hline"),
+        ],
+    )
     store.write_record(tmp_path / "results", records[0].model_copy(update={"figures": [fig]}))
     out = write_report(store.load_records(tmp_path / "results"), tmp_path / "REPORT.md")
     text = out.read_text()

@@ -82,7 +82,9 @@ def test_loky_backend_matches_serial(tmp_path):
 
 def test_dask_backend_on_local_cluster(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         records = runner.run_jobs(_jobs(FAST), tmp_path, n_jobs=2, backend="dask", scheduler=cluster.scheduler_address)
     assert sorted(r.claim_id for r in records) == sorted(FAST)
     assert all(r.verdict == "holds" for r in records)
@@ -94,5 +96,8 @@ def test_outcome_evidence_is_json_clean():
     import numpy as np
     import torch
 
-    out = Outcome(verdict="holds", evidence={"a": np.float64(1.5), "b": torch.tensor([1.0, 2.0]), "c": float("nan")})
+    out = Outcome(
+        verdict="holds",
+        evidence={"a": np.float64(1.5), "b": torch.tensor([1.0, 2.0]), "c": float("nan")},
+    )
     assert out.evidence == {"a": 1.5, "b": [1.0, 2.0], "c": "nan"}

@@ -45,7 +45,9 @@ def test_permutation_and_batchnorm_scaling(gen, x):
     perm = torch.randperm(6, generator=gen)
     assert _same(symmetries.permute_hidden(net, 0, perm), net, x)
     bn = mlp(4, (6,), 1, batchnorm=True, generator=gen).train()
-    assert _same(symmetries.scale_before_batchnorm(bn, 0, 13.0), bn, x)
+    assert _same(symmetries.scale_before_normalization(bn, 0, 13.0), bn, x)
+    ln = mlp(4, (6,), 1, layernorm=True, generator=gen)
+    assert _same(symmetries.scale_before_normalization(ln, 0, 0.07), ln, x)
 
 
 def test_input_net_untouched(net):
@@ -63,5 +65,5 @@ def test_argument_errors(net):
         symmetries.neuron_rescale(net, 0, -torch.ones(6, dtype=torch.float64))
     with pytest.raises(ValueError, match="permutation"):
         symmetries.permute_hidden(net, 0, torch.zeros(6, dtype=torch.long))
-    with pytest.raises(ValueError, match="BatchNorm"):
-        symmetries.scale_before_batchnorm(net, 0, 2.0)
+    with pytest.raises(ValueError, match="BatchNorm or LayerNorm"):
+        symmetries.scale_before_normalization(net, 0, 2.0)

@@ -28,8 +28,10 @@ def test_relative_flatness_matches_dense(case, layer):
     shape = obj.layout.shapes[obj.layout.names.index(name)]
     w = obj.theta[sl].view(shape)
     block = reference_hessian(obj)[sl, sl].reshape(*shape, *shape)  # [s, k, s', k']
-    expected = sum(float(w[s] @ w[t]) * float(torch.diagonal(block[s, :, t, :]).sum())
-                   for s, t in itertools.product(range(shape[0]), repeat=2))
+    expected = sum(
+        float(w[s] @ w[t]) * float(torch.diagonal(block[s, :, t, :]).sum())
+        for s, t in itertools.product(range(shape[0]), repeat=2)
+    )
     assert relative_flatness(obj, name).value == pytest.approx(expected, rel=1e-10)
 
 
@@ -87,5 +89,6 @@ def test_norm_baselines():
     paths = sum(float(w2[o, h] * w1[h, i]) ** 2 for o, h, i in itertools.product(range(2), range(4), range(3)))
     assert path_norm(obj).value == pytest.approx(paths**0.5, rel=1e-12)
     assert spectral_norm_product(obj).value == pytest.approx(
-        float(torch.linalg.svdvals(w1)[0] * torch.linalg.svdvals(w2)[0]), rel=1e-12)
+        float(torch.linalg.svdvals(w1)[0] * torch.linalg.svdvals(w2)[0]), rel=1e-12
+    )
     assert parameter_norm(obj).value == pytest.approx(float(obj.theta.norm()), rel=1e-14)

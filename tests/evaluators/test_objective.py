@@ -26,10 +26,12 @@ def test_reference_hessian_matches_finite_differences(case):
     obj = make_objective(case)
     h = reference_hessian(obj)
     p = obj.num_params
-    fd = torch.stack([
-        (obj.grad(obj.theta + FD_STEP * e) - obj.grad(obj.theta - FD_STEP * e)) / (2 * FD_STEP)
-        for e in torch.eye(p, dtype=torch.float64)
-    ])
+    fd = torch.stack(
+        [
+            (obj.grad(obj.theta + FD_STEP * e) - obj.grad(obj.theta - FD_STEP * e)) / (2 * FD_STEP)
+            for e in torch.eye(p, dtype=torch.float64)
+        ]
+    )
     assert (fd - h).abs().max() <= FD_RTOL * h.abs().max()
 
 

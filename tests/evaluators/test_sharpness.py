@@ -55,7 +55,9 @@ def test_keskar_box_matches_brute_force(two_param, eps):
     brute = 100 * (grid_max(obj, box_grid(half)) - base) / (1 + base)
     est = epsilon_sharpness(obj, eps)
     assert est.error_kind == "lower_bound"
-    assert est.value <= brute * (1 + REL_TOL) + 1e-12  # a lower bound cannot beat the true max by more than the grid's miss
+    assert (
+        est.value <= brute * (1 + REL_TOL) + 1e-12
+    )  # a lower bound cannot beat the true max by more than the grid's miss
     assert est.value >= brute * (1 - REL_TOL)
     assert np.all(np.abs(est.extra["maximizer"]) <= half * (1 + 1e-12))
 
@@ -82,7 +84,12 @@ def test_adaptive_worst_matches_brute_force(two_param, norm, scale):
     u = box_grid(np.array([rho, rho]))
     if norm == "l2":
         angles = np.linspace(0, 2 * np.pi, 4001)
-        u = np.concatenate([u[np.linalg.norm(u, axis=1) <= rho][::5], rho * np.stack([np.cos(angles), np.sin(angles)], 1)])
+        u = np.concatenate(
+            [
+                u[np.linalg.norm(u, axis=1) <= rho][::5],
+                rho * np.stack([np.cos(angles), np.sin(angles)], 1),
+            ]
+        )
     brute = grid_max(obj, u * c) - base
     est = adaptive_sharpness(obj, rho, norm=norm, scale=scale, steps=100)
     assert brute * (1 - REL_TOL) <= est.value <= brute * (1 + REL_TOL)
@@ -95,10 +102,13 @@ def test_adaptive_average_interval_covers_quadrature(two_param):
     weights = weights / weights.sum()
     c = obj.theta.abs().numpy()
     with torch.no_grad():
-        exact = sum(
-            wi * wj * float(obj.loss(obj.theta + torch.tensor(rho * c * [zi, zj])))
-            for (zi, wi), (zj, wj) in itertools.product(zip(nodes, weights), zip(nodes, weights))
-        ) - base
+        exact = (
+            sum(
+                wi * wj * float(obj.loss(obj.theta + torch.tensor(rho * c * [zi, zj])))
+                for (zi, wi), (zj, wj) in itertools.product(zip(nodes, weights, strict=True), repeat=2)
+            )
+            - base
+        )
     hits = sum(
         est.interval[0] <= exact <= est.interval[1]
         for est in (adaptive_sharpness(obj, rho, kind="average", samples=200, seed=s) for s in range(40))

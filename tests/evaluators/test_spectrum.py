@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from evaluators import Objective, hessian_spectrum, hessian_top_eigenvalue
+from evaluators import Objective, hessian_extreme_eigenvalues, hessian_spectrum, hessian_top_eigenvalue
 from tests.evaluators.conftest import make_objective, reference_hessian
 
 REL_TOL = 1e-6  # the bound; ARPACK at rtol=1e-10 lands ≈1e-12 on these sizes
@@ -48,8 +48,10 @@ def test_lambda1_is_largest_algebraic_on_indefinite_hessian():
     # L(θ) = θᵀAθ with A = diag(1, …, −5): λ1 = 2, the largest magnitude is −10.
     p = 80
     diag = np.linspace(-5.0, 1.0, p)
+
     def loss(out, y):  # per-sample "loss" whose mean is θᵀ diag θ
         return out**2 * torch.from_numpy(np.sign(diag)).to(out) * len(diag)
+
     x = torch.diag(torch.from_numpy(np.sqrt(np.abs(diag))))
     obj = Objective(Quadratic(p), x, torch.zeros(p, dtype=torch.float64), loss=loss)
     obj = obj.with_params(torch.ones(p, dtype=torch.float64))
@@ -57,6 +59,10 @@ def test_lambda1_is_largest_algebraic_on_indefinite_hessian():
     assert lanczos.value == pytest.approx(2.0, rel=1e-8)
     power = hessian_top_eigenvalue(obj, method="power", rtol=1e-10, maxiter=2000)
     assert power.value == pytest.approx(-10.0, rel=1e-4)  # what PyHessian would report
+    extremes = hessian_extreme_eigenvalues(obj, rtol=1e-10)
+    assert extremes["lambda_max"].value == pytest.approx(2.0, rel=1e-8)
+    assert extremes["lambda_min"].value == pytest.approx(-10.0, rel=1e-8)
+    assert extremes["largest_magnitude"].value == pytest.approx(-10.0, rel=1e-8)
     bottom = hessian_spectrum(obj, 2, which="SA")
     assert np.allclose(bottom.values, [-10.0, 2 * diag[1]], rtol=1e-8)
 

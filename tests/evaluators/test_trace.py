@@ -31,7 +31,8 @@ def test_gradient_norms_match_per_sample_jacobians():
     obj = make_objective("relu-deep-3out", n=5)
     norms = relu_mlp_gradient_norms(obj)
     for i in range(obj.n):
-        jac = torch.autograd.functional.jacobian(lambda t: obj.forward(t, obj.inputs[i : i + 1])[0], obj.theta)
+        x_i = obj.inputs[i : i + 1]
+        jac = torch.autograd.functional.jacobian(lambda t, x_i=x_i: obj.forward(t, x_i)[0], obj.theta)
         assert torch.allclose(norms[i], (jac**2).sum(), rtol=1e-12)
 
 
@@ -54,8 +55,10 @@ def test_hutch_plus_plus_beats_hutchinson_on_low_rank_hessian():
     x = torch.randn(8, 60, dtype=torch.float64)
     obj = Objective(nn.Linear(60, 1, bias=False), x, torch.randn(8, dtype=torch.float64))
     true = torch.trace(reference_hessian(obj)).item()
-    err = {m: np.mean([abs(hessian_trace(obj, method=m, samples=60, seed=s).value - true) for s in range(20)])
-           for m in ("hutchinson", "hutch++")}
+    err = {
+        m: np.mean([abs(hessian_trace(obj, method=m, samples=60, seed=s).value - true) for s in range(20)])
+        for m in ("hutchinson", "hutch++")
+    }
     assert err["hutch++"] < err["hutchinson"] / 3
     assert err["hutch++"] < 1e-10 * true
 

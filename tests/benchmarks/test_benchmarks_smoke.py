@@ -1,0 +1,15 @@
+"""The benchmarks run end to end at tiny sizes (their numbers are not asserted: they are timings)."""
+
+from benchmarks import curvature, gd
+
+
+def test_curvature_benchmark_quick(capsys):
+    curvature.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "Targets" in out and "hard-gap" in out and "lanczos" in out
+
+
+def test_gd_benchmark_quick(capsys):
+    gd.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "naive autograd loop" in out and "rel. diff" in out
