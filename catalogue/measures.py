@@ -37,6 +37,27 @@ def _has_normalization(obj: Objective) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.LayerNorm) for m in obj.module.modules())
 
 
+def _two_layer_relu_homogeneous(obj: Objective) -> bool:
+    """f(x) = Σ_j a_j relu(θ_jᵀx): Linear(no bias) → ReLU → Linear(no bias, one output)."""
+    layers = list(obj.module) if isinstance(obj.module, nn.Sequential) else []
+    return (
+        len(layers) == 3
+        and isinstance(layers[0], nn.Linear)
+        and isinstance(layers[1], nn.ReLU)
+        and isinstance(layers[2], nn.Linear)
+        and layers[0].bias is None
+        and layers[2].bias is None
+        and layers[2].out_features == 1
+    )
+
+
+def _symmetry_min_trace(obj: Objective, seed: int) -> Estimate:
+    params = obj.unflatten(obj.theta)
+    theta, a = params["0.weight"].numpy(), params["2.weight"][0].numpy()
+    value = ev.symmetry_minimized_trace(a, theta, obj.inputs.numpy(), 1.0)
+    return Estimate(value, 0.0, "exact")
+
+
 def _spherical(obj: Objective, seed: int) -> Estimate:
     first = [n for n in obj.layout.names if n.startswith("0.")]  # the layer feeding the normalization
     return ev.spherical_sharpness(obj, params=first, seed=seed)
@@ -70,6 +91,7 @@ PANEL: tuple[Measure, ...] = (
         stochastic=True,
     ),
     Measure("spherical_sharpness", _spherical, applies=_has_normalization),
+    Measure("symmetry_min_trace", _symmetry_min_trace, applies=_two_layer_relu_homogeneous),
     Measure("param_l2_norm", lambda o, s: ev.parameter_norm(o)),
     Measure("path_norm", lambda o, s: ev.path_norm(o), applies=_plain_mlp),
     Measure("spectral_product", lambda o, s: ev.spectral_norm_product(o), applies=_plain_mlp),

@@ -5,6 +5,13 @@ model and data (through :class:`Objective`) and returns an :class:`Estimate`.
 """
 
 from evaluators.estimate import Estimate
+from evaluators.interpolation_bounds import (
+    LpInterpolation,
+    NoInterpolator,
+    l2_route_bound,
+    min_weighted_lp,
+    symmetry_minimized_trace,
+)
 from evaluators.invariant import (
     fisher_rao_norm,
     pacbayes_flatness,
@@ -28,6 +35,8 @@ from evaluators.trace import hessian_trace, relu_mlp_gradient_norms, supports_ex
 __all__ = [
     "Distribution",
     "Estimate",
+    "LpInterpolation",
+    "NoInterpolator",
     "Objective",
     "Spectrum",
     "adaptive_sharpness",
@@ -37,6 +46,8 @@ __all__ = [
     "hessian_spectrum",
     "hessian_top_eigenvalue",
     "hessian_trace",
+    "l2_route_bound",
+    "min_weighted_lp",
     "pacbayes_flatness",
     "parameter_norm",
     "path_norm",
@@ -48,6 +59,7 @@ __all__ = [
     "spherical_sharpness",
     "squared_error",
     "supports_exact_identity",
+    "symmetry_minimized_trace",
     "zero_one_error",
     "zero_one_loss",
 ]

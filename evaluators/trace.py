@@ -53,39 +53,43 @@ def supports_exact_identity(obj: Objective) -> bool:
 def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -> torch.Tensor:
     """``Σ_k ‖∇_θ f_k(x_i)‖²`` for every training sample (shape (n,)), for a piecewise-linear MLP.
 
-    One forward pass and one (vmapped, for several outputs) backward pass; no per-sample gradient
-    is materialized.
+    One forward pass that keeps each Linear layer's input a and each activation's slope mask, then
+    a backward sweep of the output Jacobians ``J_l = ∂f/∂z_l`` (n × k × width), with
+    ``J ← J W`` through a Linear layer and ``J ← J ⊙ mask`` through an activation. Layer l adds
+    ``‖J_l‖² (‖a_l‖² + 1[bias])``. No per-sample gradient is materialized and no autograd is used.
     """
     if not supports_exact_identity(obj):
         raise ValueError("relu_mlp_gradient_norms needs an nn.Sequential of Linear and ReLU-type layers")
     theta = obj.theta if theta is None else theta
-    params = obj.unflatten(theta.detach().clone().requires_grad_(True))  # builds the graph to the δs
-    x = obj.inputs
-    layer_inputs, pre_activations, has_bias = [], [], []
-    for idx, layer in enumerate(obj.module):
-        if isinstance(layer, nn.Linear):
-            weight = params[f"{idx}.weight"]
-            bias = params.get(f"{idx}.bias")
-            layer_inputs.append(x)
-            x = torch.nn.functional.linear(x, weight, bias)
-            pre_activations.append(x)
-            has_bias.append(bias is not None)
-        else:
-            x = layer(x)
-    out = x.reshape(x.shape[0], -1)
-    input_sq = [
-        (a.reshape(a.shape[0], -1) ** 2).sum(dim=1) + float(b) for a, b in zip(layer_inputs, has_bias, strict=True)
-    ]
-    k = out.shape[1]
-    if k == 1:
-        deltas = [d[None] for d in torch.autograd.grad(out.sum(), pre_activations)]
-    else:  # one vmapped backward pass for all outputs, seeded with e_k on every sample
-        seeds = torch.eye(k, dtype=obj.dtype)[:, None, :].expand(k, out.shape[0], k)
-        deltas = torch.autograd.grad(out, pre_activations, seeds, is_grads_batched=True)
-    norms = torch.zeros(obj.n, dtype=obj.dtype)
-    for delta, a_sq in zip(deltas, input_sq, strict=True):
-        norms += (delta.reshape(k, delta.shape[1], -1) ** 2).sum(dim=(0, 2)) * a_sq
-    return norms.detach()
+    params = obj.unflatten(theta.detach())
+    x = obj.inputs.reshape(obj.n, -1)
+    tape: list[tuple[str, torch.Tensor, torch.Tensor | None]] = []
+    with torch.no_grad():
+        for idx, layer in enumerate(obj.module):
+            if isinstance(layer, nn.Linear):
+                weight, bias = params[f"{idx}.weight"], params.get(f"{idx}.bias")
+                tape.append(("linear", weight, (x**2).sum(dim=1) + (0.0 if bias is None else 1.0)))
+                x = torch.nn.functional.linear(x, weight, bias)
+            elif isinstance(layer, nn.ReLU | nn.LeakyReLU):
+                slope = layer.negative_slope if isinstance(layer, nn.LeakyReLU) else 0.0
+                mask = torch.where(x > 0, 1.0, slope).to(x.dtype)
+                tape.append(("mask", mask, None))
+                x = layer(x)
+            else:  # Identity / Flatten of already-flat features
+                x = layer(x)
+        n, k = x.shape
+        jac = None  # ∂f/∂z as (n, k, width); None stands for the identity at the output
+        norms = torch.zeros(n, dtype=obj.dtype)
+        for kind, value, input_sq in reversed(tape):
+            if kind == "linear":
+                norms += (k if jac is None else (jac**2).sum(dim=(1, 2))) * input_sq
+                # one (n·k × width) @ (width × fan_in) product instead of n small ones
+                jac = value.expand(n, k, -1) if jac is None else (jac.reshape(n * k, -1) @ value).reshape(n, k, -1)
+            elif jac is not None:
+                jac = jac * value[:, None, :]
+            else:  # an activation after the output layer: its slope scales ∂f/∂f
+                jac = torch.diag_embed(value)
+    return norms
 
 
 def _exact_trace(obj: Objective, theta: torch.Tensor) -> tuple[float, int, str]:

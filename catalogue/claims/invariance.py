@@ -46,6 +46,9 @@ EXPECTED: dict[str, dict[str, bool | None]] = {
         layer_T_alpha=N, neuron_alpha=N, permutation=N, input_scale=N, bn_scale=N, ln_scale=N
     ),
     "spherical_sharpness": dict(bn_scale=T, ln_scale=T),
+    # Υ (Vardhan et al. 2026, Lemma 1) is the minimum over the per-neuron orbit: invariant to it by
+    # construction; input scaling multiplies it by the scale (κ_j ∝ c², |u_j| ∝ 1/c for ReLU)
+    "symmetry_min_trace": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
     "param_l2_norm": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
     "path_norm": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
     "spectral_product": dict(layer_T_alpha=T, neuron_alpha=F, permutation=T, input_scale=F),
@@ -58,6 +61,10 @@ class InvarianceAuditParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1)
     bn_scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, batchnorm=True)
     ln_scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, layernorm=True)
+    homogeneous_scenario: MLPRegressionSpec = Field(
+        default=MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, bias=False),
+        description="bias-free two-layer ReLU net, for the measures defined only there (Υ)",
+    )
     alphas: tuple[PositiveFloat, ...] = Field(default=(0.01, 0.1, 10.0, 100.0), min_length=1)
     train_iterations: PositiveInt = 300
     invariant_rtol: PositiveFloat = 1e-6
@@ -112,7 +119,12 @@ def _classify(expected: bool | None, change: float, within_error: bool, p: Invar
 )
 def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outcome:
     nets = {}
-    for tag, spec in (("plain", p.scenario), ("bn", p.bn_scenario), ("ln", p.ln_scenario)):
+    for tag, spec in (
+        ("plain", p.scenario),
+        ("bn", p.bn_scenario),
+        ("ln", p.ln_scenario),
+        ("homogeneous", p.homogeneous_scenario),
+    ):
         problem = build_mlp_regression(spec, ctx.generator(f"{tag}-scenario"))
         net, data = problem.model, problem.data
         fit = train_lbfgs(
@@ -128,32 +140,39 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
     function_change = 0.0
     curves: dict[str, list[float]] = {}
     for symmetry in SYMMETRIES:
-        net, data, _ = nets[{"bn_scale": "bn", "ln_scale": "ln"}.get(symmetry, "plain")]
-        base_obj = Objective(net, data.x, data.y)
-        measures = [m for m in panel_for(base_obj) if symmetry in EXPECTED.get(m.name, {})]
-        seed = ctx.seed_for("measures") % 2**31
-        base = {m.name: m.compute(base_obj, seed) for m in measures}
-        gen = ctx.generator(f"draws-{symmetry}")
-        changes = {m.name: 0.0 for m in measures}
-        within = {m.name: True for m in measures}
-        for i, alpha in enumerate(p.alphas):
-            module, x = _transforms(net, data.x, symmetry, alpha, i, gen)
-            obj = Objective(module, x, data.y)
-            with torch.no_grad():
-                scale = float(base_obj.forward().abs().max())
-                function_change = max(function_change, float((obj.forward() - base_obj.forward()).abs().max()) / scale)
-            for m in measures:
-                est = m.compute(obj, seed)
-                ref = base[m.name]
-                rel = abs(est.value - ref.value) / abs(ref.value)
-                changes[m.name] = max(changes[m.name], rel)
-                if est.error_kind == "stderr":
-                    bound = p.stderr_multiple * float(np.hypot(est.error, ref.error))
-                    within[m.name] &= abs(est.value - ref.value) <= bound
-                else:
-                    within[m.name] = False
-                if symmetry == "layer_T_alpha":
-                    curves.setdefault(m.name, []).append(est.value / ref.value)
+        net_tags = {"bn_scale": ["bn"], "ln_scale": ["ln"]}.get(symmetry, ["plain", "homogeneous"])
+        changes: dict[str, float] = {}
+        within: dict[str, bool] = {}
+        measures = []
+        for tag in net_tags:  # a measure is audited on the first net it applies to
+            net, data, _ = nets[tag]
+            base_obj = Objective(net, data.x, data.y)
+            todo = [m for m in panel_for(base_obj) if symmetry in EXPECTED.get(m.name, {}) and m.name not in changes]
+            measures += todo
+            seed = ctx.seed_for("measures") % 2**31
+            base = {m.name: m.compute(base_obj, seed) for m in todo}
+            gen = ctx.generator(f"draws-{symmetry}-{tag}")
+            changes.update({m.name: 0.0 for m in todo})
+            within.update({m.name: True for m in todo})
+            for i, alpha in enumerate(p.alphas):
+                module, x = _transforms(net, data.x, symmetry, alpha, i, gen)
+                obj = Objective(module, x, data.y)
+                with torch.no_grad():
+                    scale = float(base_obj.forward().abs().max())
+                    change = float((obj.forward() - base_obj.forward()).abs().max()) / scale
+                    function_change = max(function_change, change)
+                for m in todo:
+                    est = m.compute(obj, seed)
+                    ref = base[m.name]
+                    rel = abs(est.value - ref.value) / abs(ref.value)
+                    changes[m.name] = max(changes[m.name], rel)
+                    if est.error_kind == "stderr":
+                        bound = p.stderr_multiple * float(np.hypot(est.error, ref.error))
+                        within[m.name] &= abs(est.value - ref.value) <= bound
+                    else:
+                        within[m.name] = False
+                    if symmetry == "layer_T_alpha":
+                        curves.setdefault(m.name, []).append(est.value / ref.value)
         for m in measures:
             matrix.setdefault(m.name, {})[symmetry] = changes[m.name]
             expected = EXPECTED[m.name][symmetry]

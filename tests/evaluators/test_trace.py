@@ -73,3 +73,14 @@ def test_seeded_and_reproducible():
 def test_bad_method():
     with pytest.raises(ValueError, match="method"):
         hessian_trace(make_objective("relu-bias-1out"), method="exact-ish")
+
+
+def test_identity_with_activation_after_output_and_leaky_relu():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 6), nn.LeakyReLU(0.1), nn.Linear(6, 2), nn.ReLU()).double()
+    x = torch.randn(10, 4, dtype=torch.float64)
+    obj = Objective(model, x, torch.randn(10, 2, dtype=torch.float64))
+    true = torch.trace(reference_hessian(obj)).item()
+    est = hessian_trace(obj, method="exact")
+    assert est.extra["method"] == "gradient-norm identity"
+    assert abs(est.value - true) <= EXACT_RTOL * abs(true)
