@@ -19,6 +19,7 @@ __all__ = [
     "BNLinearRegressionSpec",
     "MLPRegressionSpec",
     "DigitsSpec",
+    "MultiIndexSpec",
     "Scenario",
 ]
 
@@ -82,4 +83,23 @@ class DigitsSpec(Spec):
     label_noise: Probability = 0.0
 
 
-Scenario = Annotated[BNLinearRegressionSpec | MLPRegressionSpec | DigitsSpec, Field(discriminator="kind")]
+class MultiIndexSpec(Spec):
+    """Vardhan, Taheri, Mazumdar 2026: x ~ N(0, I_d), y = σ*(Θ* x) + noise·ε, σ = ReLU^c.
+
+    ``link``: ``single_index`` (y = σ(θ*ᵀx)), ``sum_single_index`` (y = (1/m*) Σ_k σ(θ*_kᵀx),
+    teacher-student with the student's activation) or ``product`` (y = (θ*_1ᵀx)(θ*_2ᵀx), a link
+    the student cannot represent with finitely many neurons). Θ* has orthonormal rows.
+    """
+
+    kind: Literal["multi_index"] = "multi_index"
+    n: PositiveInt = 64
+    d: PositiveInt = 64
+    m_star: PositiveInt = 1
+    link: Literal["single_index", "sum_single_index", "product"] = "single_index"
+    c: Annotated[int, Field(ge=1, le=4)] = 1
+    noise: NonNegativeFloat = 0.0
+
+
+Scenario = Annotated[
+    BNLinearRegressionSpec | MLPRegressionSpec | DigitsSpec | MultiIndexSpec, Field(discriminator="kind")
+]

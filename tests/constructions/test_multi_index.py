@@ -1,0 +1,48 @@
+"""Multi-index data and interpolators: they interpolate, Υ matches its definition."""
+
+import numpy as np
+import pytest
+import torch
+
+from constructions.multi_index import (
+    aligned_interpolator,
+    build_multi_index,
+    flattest_on_directions,
+    misaligned_directions,
+    random_directions,
+)
+from constructions.specs import MultiIndexSpec
+from evaluators import symmetry_minimized_trace
+
+
+@pytest.mark.parametrize("link, m_star", [("single_index", 1), ("sum_single_index", 3), ("product", 2)])
+def test_data_and_teacher(gen, link, m_star):
+    p = build_multi_index(MultiIndexSpec(n=20, d=10, m_star=m_star, link=link, c=2), gen)
+    assert np.allclose(p.theta_star @ p.theta_star.T, np.eye(m_star), atol=1e-12)
+    assert np.allclose(p.y, p.labels(p.x))  # noiseless
+    x, y = p.sample(5, gen)
+    assert x.shape == (5, 10) and y.shape == (5,)
+
+
+@pytest.mark.parametrize("c", [1, 2])
+def test_interpolators_interpolate_and_upsilon_is_consistent(gen, c):
+    p = build_multi_index(MultiIndexSpec(n=24, d=12, c=c), gen)
+    teacher = aligned_interpolator(p)
+    assert np.allclose(teacher.predict(p.x, c), p.y, atol=1e-12)
+    for directions in (misaligned_directions(p, 48, 0.0, gen), random_directions(p, 48, gen)):
+        interp = flattest_on_directions(p, directions)
+        assert np.allclose(interp.predict(p.x, c), p.y, atol=1e-8)
+        assert interp.upsilon == pytest.approx(symmetry_minimized_trace(interp.a, interp.theta, p.x, c), rel=1e-9)
+    assert teacher.upsilon == pytest.approx(symmetry_minimized_trace(teacher.a, teacher.theta, p.x, c), rel=1e-12)
+
+
+def test_misaligned_directions_have_the_stated_overlap(gen):
+    p = build_multi_index(MultiIndexSpec(n=10, d=30), gen)
+    dirs = misaligned_directions(p, 40, 0.3, gen)
+    assert np.allclose(np.linalg.norm(dirs, axis=1), 1.0)
+    assert np.allclose(dirs @ p.theta_star[0], 0.3)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="product"):
+        build_multi_index(MultiIndexSpec(link="product", m_star=1), torch.Generator())
