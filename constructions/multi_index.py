@@ -22,6 +22,7 @@ __all__ = [
     "aligned_interpolator",
     "flattest_on_directions",
     "misaligned_directions",
+    "optimize_flattest",
     "random_directions",
 ]
 
@@ -89,14 +90,22 @@ def flattest_on_directions(problem: MultiIndexProblem, theta: np.ndarray) -> Int
     return Interpolator(theta, sol.a, scale * sol.primal, sol, scale)
 
 
-def aligned_interpolator(problem: MultiIndexProblem) -> Interpolator:
-    """The teacher itself (noiseless single/sum-of-single-index): neurons on Θ*, a = 1/m*."""
+def aligned_interpolator(problem: MultiIndexProblem, width: int | None = None) -> Interpolator:
+    """The teacher (noiseless single / sum-of-single-index data): neurons on Θ*, outer weights 1/m*.
+
+    With ``width = m`` each teacher neuron is split evenly over ``m // m*`` identical copies (outer
+    weight divided by the number of copies): the same function, and for p = 2c/(c+1) > 1 a smaller
+    Υ by the factor ``(m/m*)^{1−p}``, since Σ_j κ|u_j|^p with κ equal across copies is minimized by
+    an equal split. For c = 1 (p = 1) splitting changes nothing.
+    """
     if problem.spec.link == "product" or problem.spec.noise > 0:
         raise ValueError("the aligned teacher interpolates only noiseless (sum of) single-index data")
     c = problem.spec.c
-    theta = problem.theta_star
+    m_star = len(problem.theta_star)
+    copies = 1 if width is None else max(1, width // m_star)
+    theta = np.repeat(problem.theta_star, copies, axis=0)
     _, kappa, scale = homogeneous_features(theta, problem.x, c)
-    a = np.full(len(theta), 1.0 / len(theta))
+    a = np.full(len(theta), 1.0 / (m_star * copies))
     return Interpolator(theta, a, scale * float(np.sum(kappa * np.abs(a) ** (2 * c / (c + 1)))), None, scale)
 
 
@@ -117,3 +126,54 @@ def random_directions(problem: MultiIndexProblem, m: int, generator: torch.Gener
     """m directions uniform on the sphere (random features)."""
     g = torch.randn(m, problem.spec.d, generator=generator, dtype=torch.float64).numpy()
     return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def _upsilon_gradient(problem: MultiIndexProblem, theta: np.ndarray, interp: Interpolator) -> np.ndarray:
+    """∇_θ Υ by the envelope theorem: the gradient of the Lagrangian
+    ``C (Σ_j κ_j(θ)|u_j|^p − λᵀ(U(θ) u − y))`` at the optimal (u, λ), which are held fixed."""
+    c = problem.spec.c
+    p = 2 * c / (c + 1)
+    x = torch.from_numpy(problem.x)
+    th = torch.from_numpy(theta).requires_grad_(True)
+    unit = th / th.norm(dim=1, keepdim=True)
+    z = x @ unit.T
+    act = torch.relu(z) ** c
+    deriv = (z > 0).double() if c == 1 else c * torch.relu(z) ** (c - 1)
+    kappa = (act**2).sum(0) ** (1 / (c + 1)) * (deriv**2 * (x**2).sum(1, keepdim=True)).sum(0) ** (c / (c + 1))
+    u = torch.from_numpy(interp.solution.a)
+    lam = torch.from_numpy(interp.solution.lam)
+    lagrangian = (kappa * u.abs() ** p).sum() - lam @ (act @ u - torch.from_numpy(problem.y))
+    (grad,) = torch.autograd.grad(interp.scale * lagrangian, th)
+    return grad.numpy()
+
+
+def optimize_flattest(
+    problem: MultiIndexProblem, theta0: np.ndarray, *, steps: int = 40, step_size: float = 0.05
+) -> tuple[Interpolator, list[float]]:
+    """Search for the flattest interpolator: alternate the convex step (best outer weights for the
+    current directions, :func:`flattest_on_directions`) with a gradient step on the directions.
+
+    The direction gradient is exact for the value function Υ(θ) = min_u {…} (envelope theorem);
+    a step is kept only if Υ decreases (else it is halved), so Υ is monotone along the search.
+    Returns the final interpolator and the Υ history.
+    """
+    theta = theta0 / np.linalg.norm(theta0, axis=1, keepdims=True)
+    best = flattest_on_directions(problem, theta)
+    history = [best.upsilon]
+    lr = step_size
+    for _ in range(steps):
+        grad = _upsilon_gradient(problem, best.theta, best)
+        gnorm = np.linalg.norm(grad)
+        if gnorm == 0:
+            break
+        for _ in range(8):  # backtracking on the step length
+            trial = best.theta - lr * grad / gnorm * np.sqrt(len(theta))
+            cand = flattest_on_directions(problem, trial)
+            if cand.upsilon < best.upsilon:
+                best, lr = cand, lr * 1.5
+                break
+            lr /= 2
+        else:
+            break
+        history.append(best.upsilon)
+    return best, history
