@@ -10,6 +10,7 @@ from scipy.optimize import minimize_scalar
 import evaluators as ev
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.registry import register
+from catalogue.verdicts import tolerance_verdict, worst
 from constructions import symmetries
 from constructions.digits import build_digits
 from constructions.mlp_regression import build_mlp_regression
@@ -50,6 +51,11 @@ def _scaling_vector(obj: Objective, k: int, alpha: float) -> torch.Tensor:
         d[obj.param_slice(f"{first}.bias")] = alpha
     d[obj.param_slice(linear_names[k + 1])] = 1 / alpha
     return d
+
+
+def _nan_first(value: float) -> float:
+    """Sort key that makes NaN the largest value, so ``max`` keeps it."""
+    return float("inf") if value != value else value
 
 
 def _slope(alphas: np.ndarray, values: np.ndarray) -> float:
@@ -102,7 +108,7 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
         train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
         nets.append((f"digits {p.digits.hidden}", problem.model, problem.data))
     gen = ctx.generator("rescalings")
-    worst_out, worst_loss, rows = 0.0, 0.0, []
+    out_errs, loss_errs, rows = [], [], []
     for name, net, data in nets:
         x_all = torch.cat([data.x, data.x_test])
         with torch.no_grad():
@@ -127,11 +133,12 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
                 # round-off change of f would look like a large relative change of L
                 energy = float((ref**2).sum(dim=1).mean())
                 loss_err = max(abs(float(a - b)) / (float(b) + energy) for a, b in zip(losses, ref_losses, strict=True))
-                worst_out, worst_loss = max(worst_out, out_err), max(worst_loss, loss_err)
+                out_errs.append(out_err)
+                loss_errs.append(loss_err)
                 rows.append([name, kind, alpha, f"{out_err:.1e}", f"{loss_err:.1e}"])
-    worst = max(worst_out, worst_loss)
+    worst_out, worst_loss = worst(out_errs), worst(loss_errs)
     return Outcome(
-        verdict="holds" if worst <= p.tolerance else ("refuted" if worst > 1e-6 else "inconclusive"),
+        verdict=tolerance_verdict(max(worst_out, worst_loss, key=_nan_first), p.tolerance, 1e-6),
         evidence={
             "max_relative_output_change": worst_out,
             "max_relative_loss_change": worst_loss,
@@ -189,7 +196,7 @@ def _block_traces(obj: Objective, theta: torch.Tensor, d: torch.Tensor) -> tuple
     },
 )
 def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
-    worst_h, worst_tr, rows = 0.0, 0.0, []
+    errs_h, errs_tr, rows = [], [], []
     for i, spec in enumerate(p.scenarios):
         net, data, _ = _trained_regression(spec, ctx, p.train_iterations, tag=f"scenario-{i}")
         obj = Objective(net, data.x, data.y)
@@ -204,7 +211,8 @@ def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
             tr_pred = t11 / alpha**2 + alpha**2 * t22 + rest
             tr_true = ev.hessian_trace(moved, method="exact").value
             err_tr = abs(tr_true - tr_pred) / abs(tr_pred)
-            worst_h, worst_tr = max(worst_h, err_h), max(worst_tr, err_tr)
+            errs_h.append(err_h)
+            errs_tr.append(err_tr)
             rows.append(
                 [
                     f"{spec.hidden} bias={spec.bias}",
@@ -214,9 +222,9 @@ def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
                     f"{err_tr:.1e}",
                 ]
             )
-    worst = max(worst_h, worst_tr)
+    worst_h, worst_tr = worst(errs_h), worst(errs_tr)
     return Outcome(
-        verdict="holds" if worst <= p.tolerance else ("refuted" if worst > 1e-5 else "inconclusive"),
+        verdict=tolerance_verdict(max(worst_h, worst_tr, key=_nan_first), p.tolerance, 1e-5),
         evidence={"max_rel_err_hessian": worst_h, "max_rel_err_trace_formula": worst_tr},
         thresholds={"holds_if_max_rel_err_at_most": p.tolerance, "refuted_if_above": 1e-5},
         tables=[
@@ -698,7 +706,7 @@ def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
     w1 = obj.param_slice("0.weight")
     h11 = obj.hessian()[w1, w1]
     lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12).value
-    worst_block, worst_err_change, rows = 0.0, 0.0, []
+    block_errs, err_changes, rows = [], [], []
     lams = []
     for c in p.scales:
         moved, x_c = symmetries.reparametrize_inputs(net, data.x, c)
@@ -709,10 +717,12 @@ def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
         d_moved, dx = symmetries.reparametrize_inputs(digits.model, digits.data.x_test, c)
         with torch.no_grad():
             err_change = abs(test_err(d_moved, dx) - base_err)
-        worst_block, worst_err_change = max(worst_block, err), max(worst_err_change, err_change)
+        block_errs.append(err)
+        err_changes.append(err_change)
         rows.append([c, f"{err:.1e}", f"{lam_c:.4g}", f"{lam_c / lam:.3g}", f"{err_change:.3g}"])
     big = [l for c, l in zip(p.scales, lams, strict=True) if c >= 10]
     lam_follows = all(l > lam for l in big)
+    worst_block, worst_err_change = worst(block_errs), worst(err_changes)
     ok = worst_block <= p.tolerance and worst_err_change == 0 and lam_follows
     return Outcome(
         verdict="holds" if ok else "refuted",

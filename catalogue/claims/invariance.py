@@ -13,6 +13,7 @@ from pydantic import Field
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.measures import PANEL, panel_for
 from catalogue.registry import register
+from catalogue.verdicts import combine, worst
 from constructions import symmetries
 from constructions.mlp_regression import build_mlp_regression
 from constructions.specs import MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
@@ -164,8 +165,9 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
                 for m in todo:
                     est = m.compute(obj, seed)
                     ref = base[m.name]
-                    rel = abs(est.value - ref.value) / abs(ref.value)
-                    changes[m.name] = max(changes[m.name], rel)
+                    diff = abs(est.value - ref.value)
+                    rel = diff / abs(ref.value) if ref.value != 0 else (0.0 if diff == 0 else float("inf"))
+                    changes[m.name] = worst([changes[m.name], rel])  # NaN stays NaN: scored "unclear"
                     if est.error_kind == "stderr":
                         bound = p.stderr_multiple * float(np.hypot(est.error, ref.error))
                         within[m.name] &= abs(est.value - ref.value) <= bound
@@ -179,9 +181,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             if expected is not None:
                 scored.setdefault(m.name, {})[symmetry] = _classify(expected, changes[m.name], within[m.name], p)
     outcomes = [v for row in scored.values() for v in row.values()]
-    verdict = (
-        "holds" if all(o == "match" for o in outcomes) else ("refuted" if "mismatch" in outcomes else "inconclusive")
-    )
+    verdict = combine({"match": "holds", "mismatch": "refuted", "unclear": "inconclusive"}[o] for o in outcomes)
 
     def cell(name: str, symmetry: str) -> str:
         if symmetry not in matrix.get(name, {}):

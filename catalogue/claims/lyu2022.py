@@ -8,6 +8,7 @@ from pydantic import Field
 
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.registry import register
+from catalogue.verdicts import tolerance_verdict, worst
 from constructions import symmetries
 from constructions.bn_regression import (
     build_bn_regression,
@@ -42,12 +43,6 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     denom = float(b.norm())
     diff = float((a - b).norm())
     return diff / denom if denom > 0 else diff
-
-
-def _verdict(worst: float, holds_below: float, refuted_above: float) -> str:
-    if worst <= holds_below:
-        return "holds"
-    return "refuted" if worst > refuted_above else "inconclusive"
 
 
 class ScaleInvarianceParams(Spec):
@@ -114,7 +109,7 @@ def scale_invariance_identities(p: ScaleInvarianceParams, ctx: ClaimContext) -> 
     x = torch.randn(p.bn_net_samples, p.bn_net_inputs, generator=gen, dtype=torch.float64)
     y = torch.randn(p.bn_net_samples, generator=gen, dtype=torch.float64)
     cases.append(("two_layer_bn_net", Objective(net, x, y), ["0.weight", "0.bias"]))
-    worst: dict[str, float] = {}
+    errors: dict[str, list[float]] = {}
     rows = []
     for name, obj, invariant in cases:
         for point in range(p.points):
@@ -130,13 +125,14 @@ def scale_invariance_identities(p: ScaleInvarianceParams, ctx: ClaimContext) -> 
                     ]
                 )
                 for key, value in errs.items():
-                    worst[f"{name}.{key}"] = max(worst.get(f"{name}.{key}", 0.0), value)
-    overall = max(worst.values())
+                    errors.setdefault(f"{name}.{key}", []).append(value)
+    worst_by = {k: worst(v) for k, v in errors.items()}
+    overall = worst(worst_by.values())
     return Outcome(
-        verdict=_verdict(overall, p.tolerance, 1e-6),
+        verdict=tolerance_verdict(overall, p.tolerance, 1e-6),
         evidence={
             "max_relative_violation": overall,
-            **{f"max_rel_err.{k}": v for k, v in worst.items()},
+            **{f"max_rel_err.{k}": v for k, v in worst_by.items()},
         },
         thresholds={"holds_if_max_rel_err_at_most": p.tolerance, "refuted_if_above": 1e-6},
         tables=[
@@ -176,7 +172,7 @@ def effective_lr_identity(p: EffectiveLRParams, ctx: ClaimContext) -> Outcome:
     problem = build_bn_regression(p.scenario, ctx.generator("bn-data"))
     w = torch.randn(p.scenario.d, generator=ctx.generator("init"), dtype=torch.float64)
     eta, lam = p.lr, p.weight_decay
-    worst_dir, worst_norm = 0.0, 0.0
+    dir_errs, norm_errs = [], []
     for _ in range(p.steps):
         _, g = problem.loss_and_grad(w)
         w_next = (1 - eta * lam) * w - eta * g
@@ -185,13 +181,14 @@ def effective_lr_identity(p: EffectiveLRParams, ctx: ClaimContext) -> Outcome:
         _, g_bar = problem.loss_and_grad(w_bar)
         eta_eff = eta / ((1 - eta * lam) * norm**2)
         step = w_bar - eta_eff * g_bar
-        worst_dir = max(worst_dir, _rel(w_next / w_next.norm(), step / step.norm()))
+        dir_errs.append(_rel(w_next / w_next.norm(), step / step.norm()))
         predicted = (1 - eta * lam) ** 2 * norm**2 + eta**2 * g.norm() ** 2
-        worst_norm = max(worst_norm, abs(float(w_next.norm() ** 2 - predicted)) / float(predicted))
+        norm_errs.append(abs(float(w_next.norm() ** 2 - predicted)) / float(predicted))
         w = w_next
-    overall = max(worst_dir, worst_norm)
+    worst_dir, worst_norm = worst(dir_errs), worst(norm_errs)
+    overall = worst([worst_dir, worst_norm])
     return Outcome(
-        verdict=_verdict(overall, p.tolerance, 1e-8),
+        verdict=tolerance_verdict(overall, p.tolerance, 1e-8),
         evidence={
             "max_rel_err_direction": worst_dir,
             "max_rel_err_norm_recursion": worst_norm,

@@ -11,6 +11,7 @@ from torch import nn
 import evaluators as ev
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.registry import register
+from catalogue.verdicts import combine, tolerance_verdict, worst
 from constructions.multi_index import (
     aligned_interpolator,
     build_multi_index,
@@ -71,7 +72,7 @@ class LemmaParams(Spec):
     full={"n": 8, "d": 4, "m": 12, "instances": 3},
 )
 def flatness_is_weighted_lp(p: LemmaParams, ctx: ClaimContext) -> Outcome:
-    rows, worst = [], 0.0
+    rows, errors = [], []
     for c in p.powers:
         for k in range(p.instances):
             rng = ctx.rng(f"lemma-c{c}", k)
@@ -89,11 +90,11 @@ def flatness_is_weighted_lp(p: LemmaParams, ctx: ClaimContext) -> Outcome:
             start = trace_at(np.zeros(p.m))
             res = minimize(trace_at, np.zeros(p.m), method="L-BFGS-B", options={"maxiter": 5000, "ftol": 1e-15})
             err = abs(res.fun - closed) / closed
-            worst = max(worst, err)
+            errors.append(err)
             rows.append([c, k, f"{start:.6g}", f"{res.fun:.10g}", f"{closed:.10g}", f"{err:.1e}"])
     return Outcome(
-        verdict="holds" if worst <= p.tolerance else ("refuted" if worst > 1e-3 else "inconclusive"),
-        evidence={"max_rel_err": worst, "instances": len(rows)},
+        verdict=tolerance_verdict(worst(errors), p.tolerance, 1e-3),
+        evidence={"max_rel_err": worst(errors), "instances": len(rows)},
         thresholds={
             "holds_if_rel_err_at_most": p.tolerance,
             "refuted_if_above": 1e-3,
@@ -126,15 +127,15 @@ class BadParams(Spec):
     )
 
 
-def _ratios(
-    p: BadParams, ctx: ClaimContext, c: int, rho: float, single_neuron: bool = False
-) -> tuple[np.ndarray, list[float]]:
-    """Υ(bad)/Υ* per (size, seed), and every duality gap touched.
+def _ratios(p: BadParams, ctx: ClaimContext, c: int, rho: float) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """Υ(bad)/Υ* per (size, seed) against the split teacher and against the one-neuron teacher,
+    and every duality gap touched.
 
-    Υ* is the teacher split evenly over the m neurons (the flattest aligned interpolator of width m);
-    ``single_neuron`` uses the one-neuron teacher instead, for comparison.
+    The split teacher (each teacher neuron spread evenly over the m neurons) is the flattest aligned
+    interpolator of width m; the one-neuron teacher is kept for comparison.
     """
-    ratios = np.zeros((len(p.sizes), p.seeds))
+    split = np.zeros((len(p.sizes), p.seeds))
+    single = np.zeros_like(split)
     gaps = []
     for i, n in enumerate(p.sizes):
         for s in range(p.seeds):
@@ -144,8 +145,9 @@ def _ratios(
             m = round(p.width_factor * n)
             bad = flattest_on_directions(problem, misaligned_directions(problem, m, rho, gen))
             gaps.append(bad.solution.relative_gap)
-            ratios[i, s] = bad.upsilon / aligned_interpolator(problem, None if single_neuron else m).upsilon
-    return ratios, gaps
+            split[i, s] = bad.upsilon / aligned_interpolator(problem, m).upsilon
+            single[i, s] = bad.upsilon / aligned_interpolator(problem).upsilon
+    return split, single, gaps
 
 
 def _slope_ci(sizes, ratios: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float, float, float]:
@@ -172,7 +174,8 @@ def _slope_ci(sizes, ratios: np.ndarray, rng: np.random.Generator, resamples: in
     source=_source("Theorems 1 and 2"),
     source_verdict="holds",
     params=BadParams,
-    quick={"sizes": (32, 64, 128, 256), "seeds": 8, "bootstrap": 500},
+    # quick: c = 1 only: with heavy-tailed ReLU² labels the c = 2 slope needs n up to 512 (full) to resolve
+    quick={"sizes": (32, 64, 128, 256), "seeds": 8, "bootstrap": 500, "powers": (1,)},
     full={"seeds": 4},
 )
 def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
@@ -180,13 +183,12 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
     verdicts, evidence, series, rows, all_gaps = [], {}, [], [], []
     for c in p.powers:
         target = c / (c + 1)
-        ratios, gaps = _ratios(p, ctx, c, p.rho)
+        ratios, single, gaps = _ratios(p, ctx, c, p.rho)
         all_gaps += gaps
         slope, lo, hi = _slope_ci(p.sizes, ratios, rng, p.bootstrap)
         local = np.diff(np.log(ratios).mean(axis=1)) / np.diff(np.log(p.sizes))
-        variant, _ = _ratios(p, ctx, c, p.rho_variant)
+        variant, _, _ = _ratios(p, ctx, c, p.rho_variant)
         v_slope, v_lo, v_hi = _slope_ci(p.sizes, variant, rng, p.bootstrap)
-        single, _ = _ratios(p, ctx, c, p.rho, single_neuron=True)
         s_slope, s_lo, s_hi = _slope_ci(p.sizes, single, rng, p.bootstrap)
         if lo >= target - p.slope_tolerance:
             verdicts.append("holds")
@@ -227,12 +229,10 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
                 y=[anchor * (n / p.sizes[0]) ** target for n in p.sizes],
             )
         )
-    verdict = (
-        "refuted" if "refuted" in verdicts else ("holds" if all(v == "holds" for v in verdicts) else "inconclusive")
-    )
+    verdict = combine(verdicts)
     return Outcome(
         verdict=verdict,
-        evidence={**evidence, "max_relative_duality_gap": max(abs(g) for g in all_gaps)},
+        evidence={**evidence, "max_relative_duality_gap": worst(np.abs(all_gaps))},
         thresholds={
             "holds_if_slope_ci_low_at_least": "c/(c+1) − tol",
             "refuted_if_slope_ci_high_below": "c/(c+1) − tol",
@@ -299,16 +299,14 @@ def symmetry_cannot_flatten_bad(p: BadParams, ctx: ClaimContext) -> Outcome:
     outcomes, evidence = [], {}
     for c in p.powers:
         for rho, scored in ((p.rho, True), (p.rho_variant, False)):
-            ratios, _ = _ratios(p, ctx, c, rho)
+            ratios, _, _ = _ratios(p, ctx, c, rho)
             _, lo, hi = _slope_ci(p.sizes, ratios, rng, p.bootstrap)
             if scored:
                 outcomes.append("refuted" if ratios.min() <= 1 or hi <= 0 else ("holds" if lo > 0 else "inconclusive"))
             evidence[f"c{c}_rho{rho:g}_min_ratio"] = float(ratios.min())
             evidence[f"c{c}_rho{rho:g}_ratio_by_n"] = np.exp(np.log(ratios).mean(axis=1)).tolist()
             evidence[f"c{c}_rho{rho:g}_slope_ci"] = [lo, hi]
-    verdict = (
-        "refuted" if "refuted" in outcomes else ("holds" if all(o == "holds" for o in outcomes) else "inconclusive")
-    )
+    verdict = combine(outcomes)
     return Outcome(
         verdict=verdict,
         evidence=evidence,
@@ -345,7 +343,7 @@ class CertificateParams(Spec):
     full={"sizes": (32, 128, 512), "powers": (1, 2, 3), "gap_tolerance": 1e-6},
 )
 def duality_certificate(p: CertificateParams, ctx: ClaimContext) -> Outcome:
-    rows, worst_gap, l2_ok = [], 0.0, True
+    rows, gaps, l2_ok = [], [], True
     for c in p.powers:
         for n in p.sizes:
             gen = ctx.generator(f"cert-c{c}-n{n}")
@@ -358,7 +356,7 @@ def duality_certificate(p: CertificateParams, ctx: ClaimContext) -> Outcome:
                 sol = interp.solution
                 features, kappa, _ = homogeneous_features(interp.theta, problem.x, c)
                 bound = l2_route_bound(features, problem.y, kappa, sol.p)
-                worst_gap = max(worst_gap, abs(sol.relative_gap))
+                gaps.append(abs(sol.relative_gap))
                 l2_ok &= bound <= sol.primal * (1 + 1e-12)
                 rows.append(
                     [
@@ -372,6 +370,7 @@ def duality_certificate(p: CertificateParams, ctx: ClaimContext) -> Outcome:
                         f"{sol.residual:.1e}",
                     ]
                 )
+    worst_gap = worst(gaps)
     ok = worst_gap <= p.gap_tolerance and l2_ok
     return Outcome(
         verdict="holds" if ok else "refuted",
