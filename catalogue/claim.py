@@ -56,9 +56,19 @@ class Series(_Frozen):
     """One curve of a figure: ``style`` line, scatter, or hline (a reference level in ``y[0]``)."""
 
     label: str
-    x: list[float] = Field(default_factory=list)
-    y: list[float]
+    x: list[float | None] = Field(default_factory=list)
+    y: list[float | None]
     style: Literal["line", "scatter", "hline", "markers"] = "line"
+
+    @field_validator("x", "y", mode="before")
+    @classmethod
+    def _finite_or_none(cls, values: list) -> list:
+        """Non-finite points become gaps (None) instead of breaking the JSON record."""
+        out = []
+        for v in values:
+            v = None if v is None else float(v)
+            out.append(v if v is not None and math.isfinite(v) else None)
+        return out
 
 
 class Figure(_Frozen):

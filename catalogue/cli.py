@@ -62,6 +62,8 @@ def load_spec_file(path: str) -> tuple[Claim, Spec, int | None]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read spec file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"invalid spec file {path}: not UTF-8 text") from None
     try:
         if p.suffix.lower() == ".toml":
             try:
@@ -205,16 +207,20 @@ def _cmd_run(args) -> int:
     if args.scheduler and args.backend != "dask":
         raise UsageError("--scheduler needs --backend dask")
     seed = args.seed
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a directory")
     if args.spec:
         if args.quick or args.full:
             raise UsageError("--spec runs the file's parameters; drop --quick/--full")
+        if args.all or args.family or args.claim_ids:
+            raise UsageError("run: give exactly one of --all, claim ids, --family F or --spec FILE")
         claim, params, file_seed = load_spec_file(args.spec)
         seed = seed if seed is not None else (file_seed or 0)
         jobs = plan_jobs([claim], "custom", seed, params)
     else:
         claims = _select_claims(args)
         jobs = plan_jobs(claims, "quick" if args.quick else "full", seed or 0)
-    out = Path(args.out)
     bar = tqdm(total=len(jobs), desc="claims", unit="claim", file=sys.stderr, disable=args.no_progress)
     stored: list[Record] = []
 
@@ -269,6 +275,8 @@ def _cmd_report(args) -> int:
     records = store.load_records(results)
     if not records:
         raise UsageError(f"--results: no records in {results}/; run `catalogue run --all` first")
+    if Path(args.out).is_dir():
+        raise UsageError(f"--out: {args.out} is a directory; give the report's file name")
     path = write_report(records, Path(args.out))
     print(f"wrote {path} from {len(records)} record(s)")
     return 0
@@ -329,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except UsageError as exc:
         print(f"catalogue: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # unwritable output and the like: one line, not a traceback
+        print(f"catalogue: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tabulate import tabulate
 
 from catalogue.claim import FAMILIES, Figure, Record
@@ -67,6 +68,9 @@ def _draw(figure: Figure, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=110)
     for s in figure.series:
+        s = s.model_copy(
+            update={"x": [np.nan if v is None else v for v in s.x], "y": [np.nan if v is None else v for v in s.y]}
+        )
         if s.style == "hline":
             ax.axhline(s.y[0], linestyle="--", color="gray", label=s.label)
         elif s.style == "scatter":

@@ -140,6 +140,7 @@ def _is_current(record: Record | None, job: Job) -> bool:
         and record.spec_hash == job.spec_hash
         and record.seed == job.seed
         and record.mode == job.mode
+        and record.versions.get("flatness-catalogue") == versions()["flatness-catalogue"]
     )
 
 
@@ -185,7 +186,21 @@ def run_jobs(
             todo.append(job)
     records = []
     for record in _execute(todo, n_jobs, backend, scheduler):
-        store.write_record(out_dir, record)
+        try:
+            store.write_record(out_dir, record)
+        except (TypeError, ValueError) as exc:  # a record that cannot be serialized becomes an error record
+            record = record.model_copy(
+                update={
+                    "verdict": "error",
+                    "agrees": False,
+                    "error": f"record not serializable: {exc}",
+                    "evidence": {},
+                    "thresholds": {},
+                    "figures": [],
+                    "tables": [],
+                }
+            )
+            store.write_record(out_dir, record)
         records.append(record)
         if on_record:
             on_record(record)

@@ -16,6 +16,8 @@ __all__ = [
     "PositiveFloat",
     "NonNegativeFloat",
     "Probability",
+    "Grid",
+    "IntGrid",
     "BNLinearRegressionSpec",
     "MLPRegressionSpec",
     "DigitsSpec",
@@ -27,6 +29,8 @@ PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Grid = Annotated[tuple[PositiveFloat, ...], Field(min_length=1)]  # a non-empty grid of positive values
+IntGrid = Annotated[tuple[PositiveInt, ...], Field(min_length=1)]
 
 
 class Spec(BaseModel):

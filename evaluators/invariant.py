@@ -94,9 +94,12 @@ def pacbayes_flatness(
     σ is the largest noise scale whose mean increase of the training ``metric`` ("error": 0-1
     error; "loss": the objective's loss) stays ≤ ``target``, with weight noise
     ``N(0, σ²)`` (plain) or ``N(0, σ² θ_i² + ε²)`` (magnitude-aware). It is found by bisection
-    on log σ with ``samples`` fixed noise draws (common random numbers make the Monte Carlo
-    deviation monotone in σ). ``interval`` brackets 1/σ² for those draws; ``extra`` holds σ and
-    the deviation at σ with its standard error over the draws.
+    on log σ in [e^{-30} σ_max, σ_max] with ``samples`` fixed noise draws (common random numbers;
+    the loss deviation is then monotone in σ near a minimum, the 0-1 deviation need not be, so the
+    bisection finds *a* crossing). ``interval`` brackets 1/σ² for those draws; when the target is
+    not crossed inside the search range, the interval is one-sided ((0, 1/σ_max²] or
+    [1/σ_min², ∞)) and ``converged`` is False. ``extra`` holds σ and the deviation at σ with its
+    standard error over the draws.
     """
     if metric not in ("error", "loss"):
         raise ValueError(f"metric must be 'error' or 'loss', got {metric!r}")
@@ -120,12 +123,17 @@ def pacbayes_flatness(
             std = torch.full_like(theta, sigma)
         return np.array([measure(theta + std * zi) for zi in z]) - base
 
+    sigma_min = sigma_max * np.exp(-30.0)
     with Stopwatch() as sw:
-        lo, hi = 0.0, sigma_max
-        if deviations(hi).mean() <= target:
-            lo = hi  # even the largest σ tried stays within target: report it as a bound
+        converged = True
+        if deviations(sigma_max).mean() <= target:  # not crossed: only 1/σ² ≤ 1/σ_max² is known
+            lo = hi = sigma_max
+            bracket, converged = (0.0, 1.0 / sigma_max**2), False
+        elif deviations(sigma_min).mean() > target:  # crossed below the range: 1/σ² ≥ 1/σ_min²
+            lo = hi = sigma_min
+            bracket, converged = (1.0 / sigma_min**2, float("inf")), False
         else:
-            lo_log, hi_log = np.log(sigma_max) - 30.0, np.log(sigma_max)
+            lo_log, hi_log = np.log(sigma_min), np.log(sigma_max)
             for _ in range(iterations):
                 mid = (lo_log + hi_log) / 2
                 if deviations(float(np.exp(mid))).mean() <= target:
@@ -133,16 +141,16 @@ def pacbayes_flatness(
                 else:
                     hi_log = mid
             lo, hi = float(np.exp(lo_log)), float(np.exp(hi_log))
+            bracket = (1.0 / hi**2, 1.0 / lo**2)
         dev_mean, dev_se, _ = mean_with_stderr(deviations(lo))
     value = 1.0 / lo**2
-    bracket = (1.0 / hi**2, value)
     return Estimate(
         value,
         (bracket[1] - bracket[0]) / 2,
         "bracket",
-        hvps=samples * (iterations + 2),
+        hvps=samples * (iterations + 3),
         seconds=sw.seconds,
-        converged=lo < sigma_max,
+        converged=converged,
         interval=bracket,
         extra={"sigma": lo, "deviation": dev_mean, "deviation_stderr": dev_se, "metric": metric},
     )

@@ -39,15 +39,11 @@ class _ParamLayout:
 class _GradientGraph:
     """∇L at one θ with its autograd graph, for repeated Hessian-vector products."""
 
-    source: torch.Tensor  # the caller's θ object: identity + version is a cheap equality test
-    version: int
-    snapshot: torch.Tensor
+    snapshot: torch.Tensor  # a copy: in-place changes to the caller's θ (even through numpy) are seen
     leaf: torch.Tensor
     grad: torch.Tensor
 
     def matches(self, theta: torch.Tensor) -> bool:
-        if theta is self.source and theta._version == self.version:
-            return True
         return theta.shape == self.snapshot.shape and torch.equal(theta, self.snapshot)
 
 
@@ -105,16 +101,19 @@ class Objective:
         dtype: torch.dtype = torch.float64,
     ) -> None:
         self.module = _private_copy(model, dtype)
-        self.inputs = torch.as_tensor(inputs).to(dtype)
+        self._inputs = torch.as_tensor(inputs).to(dtype)
         if loss == "cross_entropy":
-            self.targets = torch.as_tensor(targets).long()
+            self._targets = torch.as_tensor(targets).long()
         else:
-            self.targets = torch.as_tensor(targets).to(dtype)
-        if self.inputs.shape[0] != self.targets.shape[0]:
-            raise ValueError(f"inputs and targets disagree on n: {self.inputs.shape[0]} vs {self.targets.shape[0]}")
+            self._targets = torch.as_tensor(targets).to(dtype)
+        if self._inputs.shape[0] != self._targets.shape[0]:
+            raise ValueError(f"inputs and targets disagree on n: {self._inputs.shape[0]} vs {self._targets.shape[0]}")
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        if batch_size is not None and _has_batchnorm(self.module) and self.n % batch_size == 1:
+            raise ValueError(f"batch_size {batch_size} leaves a last batch of 1 sample, where BatchNorm is undefined")
         self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "callable")
+        self.loss_kind = loss if isinstance(loss, str) else "custom"  # what the loss is, whatever its name
         self._per_sample = _per_sample_loss(loss)
         self.batch_size = batch_size
         self.dtype = dtype
@@ -127,9 +126,19 @@ class Objective:
 
     # ------------------------------------------------------------------ layout
     @property
+    def inputs(self) -> torch.Tensor:
+        """The inputs x_i (read-only: build a new Objective, or use ``subset``, for other data)."""
+        return self._inputs
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """The targets y_i (read-only)."""
+        return self._targets
+
+    @property
     def n(self) -> int:
         """Number of samples."""
-        return int(self.inputs.shape[0])
+        return int(self._inputs.shape[0])
 
     @property
     def num_params(self) -> int:
@@ -159,7 +168,7 @@ class Objective:
     def subset(self, index: torch.Tensor) -> Objective:
         """The same objective on the samples ``index`` only, at the same θ."""
         other = copy.copy(self)
-        other.inputs, other.targets = self.inputs[index], self.targets[index]
+        other._inputs, other._targets = self._inputs[index], self._targets[index]
         other._hvp_cache = None
         return other
 
@@ -231,7 +240,7 @@ class Objective:
             return cache.leaf, cache.grad
         leaf = theta.detach().clone().requires_grad_(True)
         (g,) = torch.autograd.grad(self.loss(leaf), leaf, create_graph=True)
-        self._hvp_cache = _GradientGraph(theta, theta._version, theta.detach().clone(), leaf, g)
+        self._hvp_cache = _GradientGraph(theta.detach().clone(), leaf, g)
         return leaf, g
 
     def hvp(self, v: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
@@ -282,6 +291,10 @@ def zero_one_error(output: torch.Tensor, targets: torch.Tensor) -> float:
     return float((output.reshape(-1) * targets.reshape(-1) <= 0).double().mean())
 
 
+def _has_batchnorm(module: nn.Module) -> bool:
+    return any(isinstance(m, _BATCHNORM) for m in module.modules())
+
+
 def _per_sample_loss(loss) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     if callable(loss):
         return loss
@@ -298,6 +311,7 @@ def _private_copy(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     for m in module.modules():
         if isinstance(m, _BATCHNORM):
             m.train()  # batch statistics of the evaluated batch, never the running ones
+            m.track_running_stats = False  # and no running-statistics updates on the private copy
     for p in module.parameters():
         p.requires_grad_(False)
     return module

@@ -43,7 +43,7 @@ def supports_exact_identity(obj: Objective) -> bool:
     """True when ``obj`` is an MSE objective on an ``nn.Sequential`` of Linear + piecewise-linear layers."""
     model = obj.module
     return (
-        obj.loss_name == "mse"
+        obj.loss_kind == "mse"
         and isinstance(model, nn.Sequential)
         and all(isinstance(m, (nn.Linear, *_PIECEWISE_LINEAR)) for m in model)
         and any(isinstance(m, nn.Linear) for m in model)
@@ -72,7 +72,7 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
                 x = torch.nn.functional.linear(x, weight, bias)
             elif isinstance(layer, nn.ReLU | nn.LeakyReLU):
                 slope = layer.negative_slope if isinstance(layer, nn.LeakyReLU) else 0.0
-                mask = torch.where(x > 0, 1.0, slope).to(x.dtype)
+                mask = torch.full_like(x, slope).masked_fill(x > 0, 1.0)
                 tape.append(("mask", mask, None))
                 x = layer(x)
             else:  # Identity / Flatten of already-flat features
@@ -137,7 +137,8 @@ def hessian_trace(
     """
     theta = obj.theta if theta is None else theta
     if method == "auto":
-        exact_ok = supports_exact_identity(obj) or obj.num_params <= DENSE_TRACE_MAX_PARAMS
+        identity = supports_exact_identity(obj) and obj.batch_size is None
+        exact_ok = identity or obj.num_params <= DENSE_TRACE_MAX_PARAMS
         method = "exact" if exact_ok else "hutch++"
     p = obj.num_params
     gen = torch.Generator().manual_seed(seed)

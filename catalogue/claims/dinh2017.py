@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 import torch
 from pydantic import Field
@@ -14,7 +16,7 @@ from catalogue.verdicts import tolerance_verdict, worst
 from constructions import symmetries
 from constructions.digits import build_digits
 from constructions.mlp_regression import build_mlp_regression
-from constructions.specs import DigitsSpec, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
+from constructions.specs import DigitsSpec, Grid, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
 from constructions.training import train_lbfgs
 from evaluators import Objective
 
@@ -64,13 +66,13 @@ def _slope(alphas: np.ndarray, values: np.ndarray) -> float:
 
 # --------------------------------------------------------------------------- 1. function preserved
 class RescalingParams(Spec):
-    scenarios: tuple[MLPRegressionSpec, ...] = (
+    scenarios: Annotated[tuple[MLPRegressionSpec, ...], Field(min_length=1)] = (
         MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=True),
         MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=False),
         MLPRegressionSpec(n=32, d=4, hidden=(8, 8), bias=True),
     )
     digits: DigitsSpec | None = None
-    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(-3, 3, 7))
+    alphas: Grid = tuple(float(a) for a in np.logspace(-3, 3, 7))
     train_iterations: PositiveInt = 200
     tolerance: PositiveFloat = 1e-10
 
@@ -158,11 +160,11 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
 
 # --------------------------------------------------------------------------- 2. Hessian block law
 class BlockLawParams(Spec):
-    scenarios: tuple[MLPRegressionSpec, ...] = (
+    scenarios: Annotated[tuple[MLPRegressionSpec, ...], Field(min_length=1)] = (
         MLPRegressionSpec(n=20, d=3, hidden=(5,), bias=True),
         MLPRegressionSpec(n=20, d=3, hidden=(5,), bias=False),
     )
-    alphas: tuple[PositiveFloat, ...] = (0.01, 0.3, 5.0, 100.0)
+    alphas: Grid = (0.01, 0.3, 5.0, 100.0)
     train_iterations: PositiveInt = 200
     tolerance: PositiveFloat = 1e-8
 
@@ -246,7 +248,7 @@ def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
 # --------------------------------------------------------------------------- 3. λ1 unbounded (+ figure)
 class SweepParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=True)
-    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(-3, 3, 13))
+    alphas: Grid = tuple(float(a) for a in np.logspace(-3, 3, 13))
     train_iterations: PositiveInt = 300
     slope_tolerance: PositiveFloat = 0.1
     end_ratio: PositiveFloat = 1e4
@@ -255,12 +257,14 @@ class SweepParams(Spec):
 def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     net, data, fit = _trained_regression(p.scenario, ctx, p.train_iterations)
     base = Objective(net, data.x, data.y)
+    seed = ctx.seed_for("lanczos") % 2**31
     with torch.no_grad():
         ref = base.forward()
     out = {
         "alpha": [],
         "lambda_max": [],
         "lambda_resid": [],
+        "lanczos_converged": [],
         "trace": [],
         "eps_sharpness": [],
         "adaptive": [],
@@ -268,10 +272,11 @@ def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     }
     for alpha in sorted({*p.alphas, 1.0}):
         obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
-        lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12)
+        lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12, seed=seed)
         out["alpha"].append(alpha)
         out["lambda_max"].append(lam.value)
         out["lambda_resid"].append(lam.error)
+        out["lanczos_converged"].append(lam.converged)
         out["trace"].append(ev.hessian_trace(obj, method="exact").value)
         with torch.no_grad():
             out["function_change"].append(float((obj.forward() - ref).abs().max() / ref.abs().max()))
@@ -310,8 +315,9 @@ def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
         Series(label=k, x=a.tolist(), y=np.abs(s[k]).tolist(), style="markers")
         for k in ("lambda_max", "trace", "eps_sharpness", "adaptive")
     ]
+    converged = bool(s["lanczos_converged"].all())
     return Outcome(
-        verdict="holds" if ok else "refuted",
+        verdict=("holds" if ok else "refuted") if converged else "inconclusive",
         evidence={
             "slope_large_alpha": slope_hi,
             "slope_small_alpha": slope_lo,
@@ -319,6 +325,7 @@ def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
             "min_end_ratio": end_ratio,
             "max_relative_function_change": float(s["function_change"].max()),
             "max_lanczos_residual": float(s["lambda_resid"].max()),
+            "lanczos_converged_everywhere": converged,
             "train_loss": fit.loss,
         },
         thresholds={
@@ -365,7 +372,7 @@ def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
 # --------------------------------------------------------------------------- 4. many eigenvalues inflated
 class EigenCountParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=3, hidden=(6,), bias=False)
-    alphas: tuple[PositiveFloat, ...] = tuple(float(a) for a in np.logspace(0, 5, 11))
+    alphas: Grid = tuple(float(a) for a in np.logspace(0, 5, 11))
     threshold_multiple: PositiveFloat = 10.0
     train_iterations: PositiveInt = 300
 
@@ -508,7 +515,7 @@ def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
 
 # --------------------------------------------------------------------------- 6. ε-sharpness
 class EpsParams(SweepParams):
-    epsilons: tuple[PositiveFloat, ...] = (1e-3, 5e-4)
+    epsilons: Grid = (1e-3, 5e-4)
     min_variation: PositiveFloat = 100.0
 
 
@@ -537,9 +544,11 @@ def eps_sharpness_not_invariant(p: EpsParams, ctx: ClaimContext) -> Outcome:
         obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
         for eps in p.epsilons:
             values[eps].append(ev.epsilon_sharpness(obj, eps).value)
-    ratios = {eps: max(v) / max(min(v), 1e-300) for eps, v in values.items()}
+    # a lower bound ≤ 0 at some α means the search found no ascent there: no ratio can be certified
+    certified = all(min(v) > 0 for v in values.values())
+    ratios = {eps: max(v) / min(v) if certified else float("nan") for eps, v in values.items()}
     return Outcome(
-        verdict="holds" if min(ratios.values()) >= p.min_variation else "refuted",
+        verdict=(("holds" if min(ratios.values()) >= p.min_variation else "refuted") if certified else "inconclusive"),
         evidence={
             **{f"max_over_min_eps_{eps:g}": r for eps, r in ratios.items()},
             **{f"eps_sharpness_{eps:g}": v for eps, v in values.items()},
@@ -605,7 +614,7 @@ def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> O
             test_err = float((net(problem.data.x_test).argmax(1) != problem.test_labels).double().mean())
             train_err = float((net(problem.data.x).argmax(1) != problem.labels).double().mean())
         return {
-            "lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10).value,
+            "lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10, seed=ctx.seed_for("lanczos") % 2**31).value,
             "trace": ev.hessian_trace(obj, method="exact").value,
             "train_loss": float(obj.loss()),
             "train_error": train_err,
@@ -672,7 +681,7 @@ def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> O
 class InputParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=24, d=3, hidden=(6,), bias=True)
     digits: DigitsSpec = DigitsSpec(n_train=100, n_test=300, hidden=(16,))
-    scales: tuple[PositiveFloat, ...] = (0.01, 0.1, 10.0, 100.0)
+    scales: Grid = (0.01, 0.1, 10.0, 100.0)
     train_iterations: PositiveInt = 300
     tolerance: PositiveFloat = 1e-8
 
@@ -705,14 +714,15 @@ def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
     obj = Objective(net, data.x, data.y)
     w1 = obj.param_slice("0.weight")
     h11 = obj.hessian()[w1, w1]
-    lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12).value
+    seed = ctx.seed_for("lanczos") % 2**31
+    lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12, seed=seed).value
     block_errs, err_changes, rows = [], [], []
     lams = []
     for c in p.scales:
         moved, x_c = symmetries.reparametrize_inputs(net, data.x, c)
         obj_c = Objective(moved, x_c, data.y)
         err = _rel(obj_c.hessian()[w1, w1], c**2 * h11)
-        lam_c = ev.hessian_top_eigenvalue(obj_c, rtol=1e-12).value
+        lam_c = ev.hessian_top_eigenvalue(obj_c, rtol=1e-12, seed=seed).value
         lams.append(lam_c)
         d_moved, dx = symmetries.reparametrize_inputs(digits.model, digits.data.x_test, c)
         with torch.no_grad():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.measures import PANEL, panel_for
@@ -16,7 +16,7 @@ from catalogue.registry import register
 from catalogue.verdicts import combine, worst
 from constructions import symmetries
 from constructions.mlp_regression import build_mlp_regression
-from constructions.specs import MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
+from constructions.specs import Grid, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
 from constructions.training import train_lbfgs
 from evaluators import Objective
 
@@ -66,11 +66,17 @@ class InvarianceAuditParams(Spec):
         default=MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1, bias=False),
         description="bias-free two-layer ReLU net, for the measures defined only there (Υ)",
     )
-    alphas: tuple[PositiveFloat, ...] = Field(default=(0.01, 0.1, 10.0, 100.0), min_length=1)
+    alphas: Grid = Field(default=(0.01, 0.1, 10.0, 100.0), min_length=1)
     train_iterations: PositiveInt = 300
     invariant_rtol: PositiveFloat = 1e-6
     changes_at_least: PositiveFloat = 1e-2
     stderr_multiple: PositiveFloat = 4.0
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self):
+        if self.invariant_rtol >= self.changes_at_least:
+            raise ValueError("invariant_rtol must be smaller than changes_at_least")
+        return self
 
 
 def _transforms(net, x, symmetry: str, alpha: float, index: int, gen: torch.Generator):

@@ -21,6 +21,7 @@ from constructions.mlp_regression import build_mlp_regression
 from constructions.nets import mlp
 from constructions.specs import (
     BNLinearRegressionSpec,
+    Grid,
     MLPRegressionSpec,
     NonNegativeFloat,
     PositiveFloat,
@@ -52,7 +53,7 @@ class ScaleInvarianceParams(Spec):
     bn_net_width: PositiveInt = 6
     bn_net_inputs: PositiveInt = 3
     bn_net_samples: PositiveInt = 10
-    scales: tuple[PositiveFloat, ...] = (0.01, 0.5, 3.0, 100.0)
+    scales: Grid = (0.01, 0.5, 3.0, 100.0)
     points: PositiveInt = 2
     tolerance: PositiveFloat = 1e-10
 
@@ -632,7 +633,7 @@ def flow_does_not(p: FlowParams, ctx: ClaimContext) -> Outcome:
 
 
 class SmallLRParams(DynamicsParams):
-    lrs: tuple[PositiveFloat, ...] = (0.1, 0.03, 0.01)
+    lrs: Grid = (0.1, 0.03, 0.01)
     cos_at_least: PositiveFloat = 0.99
 
 
@@ -751,6 +752,7 @@ def no_wd_no_reduction(p: NoWDParams, ctx: ClaimContext) -> Outcome:
 
 class GeneralizationParams(DynamicsParams):
     n_test: PositiveInt = 4000
+    flow_time: PositiveFloat = Field(default=600.0, description="t_end of gradient flow with WD")
 
 
 @register(
@@ -784,7 +786,7 @@ def flatter_generalizes_here(p: GeneralizationParams, ctx: ClaimContext) -> Outc
         limits = {
             "GD+WD": _cycle_midpoint(problem, _gd(problem, w0, p).w, p.lr, p.weight_decay),
             "GD, no WD": _gd(problem, w0, p, weight_decay=0.0).w,
-            "GF+WD": gradient_flow(problem, w0, weight_decay=p.weight_decay, t_end=600.0, n_log=2).w,
+            "GF+WD": gradient_flow(problem, w0, weight_decay=p.weight_decay, t_end=p.flow_time, n_log=2).w,
         }
         for name, w in limits.items():
             w_t, b_t = problem.equivalent_linear(w)

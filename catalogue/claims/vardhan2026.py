@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 import torch
 from pydantic import Field
@@ -19,7 +21,7 @@ from constructions.multi_index import (
     misaligned_directions,
     random_directions,
 )
-from constructions.specs import MultiIndexSpec, PositiveFloat, PositiveInt, Probability, Spec
+from constructions.specs import IntGrid, MultiIndexSpec, PositiveFloat, PositiveInt, Probability, Spec
 from evaluators import Objective
 from evaluators.interpolation_bounds import homogeneous_features, l2_route_bound
 
@@ -50,7 +52,7 @@ class _HomogeneousNet(nn.Module):
 
 # --------------------------------------------------------------------------- 1. Lemma 1
 class LemmaParams(Spec):
-    powers: tuple[PositiveInt, ...] = (1, 2, 3)
+    powers: IntGrid = (1, 2, 3)
     n: PositiveInt = 6
     d: PositiveInt = 3
     m: PositiveInt = 8
@@ -112,9 +114,9 @@ def flatness_is_weighted_lp(p: LemmaParams, ctx: ClaimContext) -> Outcome:
 
 # --------------------------------------------------------------------------- 3 & 4. bad interpolators
 class BadParams(Spec):
-    sizes: tuple[PositiveInt, ...] = (32, 64, 128, 256, 512)
+    sizes: Annotated[tuple[PositiveInt, ...], Field(min_length=2)] = (32, 64, 128, 256, 512)
     seeds: PositiveInt = 3
-    powers: tuple[PositiveInt, ...] = (1, 2)
+    powers: IntGrid = (1, 2)
     width_factor: PositiveFloat = Field(default=2.0, ge=1, description="m = width_factor · n")
     d_over_n: PositiveFloat = 1.0
     rho: Probability = Field(default=0.0, description="misalignment ρ* of the bad directions (Def. 2)")
@@ -324,8 +326,8 @@ def symmetry_cannot_flatten_bad(p: BadParams, ctx: ClaimContext) -> Outcome:
 
 # --------------------------------------------------------------------------- 2. certificates
 class CertificateParams(Spec):
-    sizes: tuple[PositiveInt, ...] = (32, 128, 512)
-    powers: tuple[PositiveInt, ...] = (1, 2, 3)
+    sizes: IntGrid = (32, 128, 512)
+    powers: IntGrid = (1, 2, 3)
     gap_tolerance: PositiveFloat = 1e-6
 
 

@@ -144,3 +144,26 @@ def test_console_entry_point_exit_code():
         text=True,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_more_bad_input_is_one_line(capsys, tmp_path):
+    spec = tmp_path / "latin1.json"
+    spec.write_bytes(b'{"claim": "caf\xe9"}')
+    code, _, err = run_cli(capsys, "run", "--spec", str(spec))
+    _assert_one_line_error(code, err, "not UTF-8")
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    code, _, err = run_cli(capsys, "run", CLAIM, "--quick", "--out", str(a_file))
+    _assert_one_line_error(code, err, "--out")
+    code, _, err = run_cli(capsys, "run", "--all", "--spec", str(spec))
+    _assert_one_line_error(code, err, "exactly one of")
+    good = tmp_path / "empty.json"
+    good.write_text(json.dumps({"claim": "dinh2017.hessian-block-law", "params": {"scenarios": []}}))
+    code, _, err = run_cli(capsys, "run", "--spec", str(good))
+    _assert_one_line_error(code, err, "params.scenarios")
+
+
+def test_report_out_must_be_a_file(capsys, tmp_path):
+    run_cli(capsys, "run", CLAIM, "--quick", "--out", str(tmp_path / "r"), "--no-progress")
+    code, _, err = run_cli(capsys, "report", "--results", str(tmp_path / "r"), "--out", str(tmp_path))
+    _assert_one_line_error(code, err, "is a directory")

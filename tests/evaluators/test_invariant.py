@@ -92,3 +92,10 @@ def test_norm_baselines():
         float(torch.linalg.svdvals(w1)[0] * torch.linalg.svdvals(w2)[0]), rel=1e-12
     )
     assert parameter_norm(obj).value == pytest.approx(float(obj.theta.norm()), rel=1e-14)
+
+
+def test_pacbayes_reports_a_one_sided_interval_when_the_target_is_never_crossed():
+    obj = make_objective("relu-bias-1out", n=20)  # random targets: the 0-1 error is already ~0.5
+    est = pacbayes_flatness(obj, samples=4, sigma_max=1e-3)
+    assert not est.converged
+    assert est.interval == (0.0, pytest.approx(1e6))

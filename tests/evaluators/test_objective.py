@@ -105,3 +105,23 @@ def test_cross_entropy_and_errors():
         Objective(model, x, y, loss="hinge")
     with pytest.raises(ValueError, match="disagree on n"):
         Objective(model, x, y[:3], loss="cross_entropy")
+
+
+def test_hvp_cache_sees_in_place_changes_through_numpy():
+    obj = make_objective("tanh-bias-1out")
+    theta = obj.theta.clone()
+    v = torch.randn(obj.num_params, dtype=torch.float64)
+    first = obj.hvp(v, theta)
+    theta.numpy()[:] *= 3  # no autograd version bump
+    assert torch.allclose(obj.hvp(v, theta), reference_hessian(obj, theta) @ v, rtol=1e-10)
+    assert not torch.allclose(first, obj.hvp(v, theta))
+
+
+def test_inputs_are_read_only_and_batchnorm_batches_of_one_rejected():
+    obj = make_objective("relu-bias-1out")
+    with pytest.raises(AttributeError):
+        obj.inputs = obj.inputs * 2
+    model = make_model(bn=True)
+    x, y = torch.randn(11, 4, dtype=torch.float64), torch.randn(11, 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match="last batch of 1"):
+        Objective(model, x, y, batch_size=5)

@@ -84,3 +84,23 @@ def test_identity_with_activation_after_output_and_leaky_relu():
     est = hessian_trace(obj, method="exact")
     assert est.extra["method"] == "gradient-norm identity"
     assert abs(est.value - true) <= EXACT_RTOL * abs(true)
+
+
+def test_a_callable_named_mse_is_not_taken_for_the_builtin():
+    base = make_objective("relu-bias-1out")
+
+    def mse(out, y):  # half the built-in loss: the identity's factor 2/n would be wrong
+        return 0.5 * ((out - y.reshape(out.shape)) ** 2).sum(dim=1)
+
+    obj = Objective(base.module, base.inputs, base.targets, loss=mse)
+    assert not supports_exact_identity(obj)
+    assert hessian_trace(obj, method="exact").value == pytest.approx(
+        torch.trace(reference_hessian(obj)).item(), rel=1e-9
+    )
+
+
+def test_auto_with_batch_size_uses_a_method_that_applies():
+    base = make_objective("relu-bias-1out", n=12)
+    obj = Objective(base.module, base.inputs, base.targets, batch_size=4)
+    est = hessian_trace(obj, method="auto")
+    assert est.value == pytest.approx(torch.trace(reference_hessian(obj)).item(), rel=1e-9)
