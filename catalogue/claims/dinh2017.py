@@ -254,6 +254,13 @@ class SweepParams(Spec):
     end_ratio: PositiveFloat = 1e4
 
 
+FULL_SWEEP = {
+    "scenario": {"n": 64, "d": 8, "hidden": [32]},
+    "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
+    "train_iterations": 500,
+}
+
+
 def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     net, data, fit = _trained_regression(p.scenario, ctx, p.train_iterations)
     base = Objective(net, data.x, data.y)
@@ -297,11 +304,7 @@ def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     source_verdict="holds",
     params=SweepParams,
     quick={"alphas": tuple(float(a) for a in np.logspace(-3, 3, 7))},
-    full={
-        "scenario": {"n": 64, "d": 8, "hidden": [32]},
-        "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
-        "train_iterations": 500,
-    },
+    full=FULL_SWEEP,
 )
 def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
     s, fit = _sweep(p, ctx, with_sharpness=True)
@@ -450,11 +453,7 @@ def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Out
     source_verdict="holds",
     params=SweepParams,
     quick={"alphas": tuple(float(a) for a in np.logspace(-2, 2, 9))},
-    full={
-        "scenario": {"n": 64, "d": 8, "hidden": [32]},
-        "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
-        "train_iterations": 500,
-    },
+    full=FULL_SWEEP,
 )
 def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
     net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)

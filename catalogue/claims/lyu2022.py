@@ -214,6 +214,11 @@ class DynamicsParams(Spec):
     log_points: PositiveInt = 80
 
 
+# The dynamics claims share their sizes: quick runs in seconds, full has several seeds and inits.
+QUICK = {"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0}
+FULL = {"scenarios": [{"n": 32, "d": 160}], "data_seeds": 2, "inits": 4, "horizon": 40.0, "log_points": 200}
+
+
 def _problems(p: DynamicsParams, ctx: ClaimContext):
     """(problem, inits) per scenario and data seed."""
     for j, spec in enumerate(p.scenarios):
@@ -277,13 +282,9 @@ class EoSParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.4 (and Figure 1)", seed=SEED_DOC),
     source_verdict="holds",
     params=EoSParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "log_points": 60},
+    quick={**QUICK, "log_points": 60},
     full={
-        "scenarios": [{"n": 32, "d": 160}],
-        "data_seeds": 2,
-        "inits": 4,
-        "horizon": 40.0,
-        "log_points": 200,
+        **FULL,
         "bn_net_lr": 0.02,
         "bn_net_weight_decay": 0.02,
         "bn_net_steps": 20000,
@@ -394,14 +395,8 @@ def _interpolant_sharpness(problem, gen: torch.Generator, samples: int) -> tuple
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.7", seed=SEED_DOC),
     source_verdict="holds",
     params=ReductionParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0},
-    full={
-        "scenarios": [{"n": 32, "d": 160}],
-        "data_seeds": 2,
-        "inits": 4,
-        "horizon": 40.0,
-        "log_points": 200,
-    },
+    quick=QUICK,
+    full=FULL,
 )
 def sharpness_reduction(p: ReductionParams, ctx: ClaimContext) -> Outcome:
     rows, ok, figures = [], True, []
@@ -500,7 +495,7 @@ def _final_alignment(problem, w: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 5.1", seed=SEED_DOC),
     source_verdict="holds",
     params=MinNormParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 3},
+    quick={**QUICK, "inits": 3},
     full={
         "scenarios": [{"n": 32, "d": 160}, {"n": 32, "d": 160, "inputs": "anisotropic"}],
         "data_seeds": 2,
@@ -552,8 +547,8 @@ class FlowParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="§5, discussion after Theorem 5.1", seed=SEED_DOC),
     source_verdict="holds",
     params=FlowParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 2, "flow_time": 400.0},
-    full={"scenarios": [{"n": 32, "d": 160}], "data_seeds": 2, "inits": 4, "horizon": 40.0},
+    quick={**QUICK, "inits": 2, "flow_time": 400.0},
+    full={**FULL, "log_points": 80},
 )
 def flow_does_not(p: FlowParams, ctx: ClaimContext) -> Outcome:
     rows, gf_cos, nowd_cos, final_losses, norm_law, figures = [], [], [], [], 0.0, []
@@ -712,14 +707,8 @@ class NoWDParams(DynamicsParams):
     source=Source(paper=PAPER, arxiv=ARXIV, locator="§6 (ablation on weight decay)", seed=SEED_DOC),
     source_verdict="holds",
     params=NoWDParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 2},
-    full={
-        "scenarios": [{"n": 32, "d": 160}],
-        "data_seeds": 2,
-        "inits": 4,
-        "horizon": 40.0,
-        "log_points": 200,
-    },
+    quick={**QUICK, "inits": 2},
+    full=FULL,
 )
 def no_wd_no_reduction(p: NoWDParams, ctx: ClaimContext) -> Outcome:
     frozen, reduced = [], []
@@ -770,7 +759,7 @@ class GeneralizationParams(DynamicsParams):
     ),
     source_verdict="holds",
     params=GeneralizationParams,
-    quick={"scenarios": [{"n": 12, "d": 40}], "horizon": 12.0, "inits": 3},
+    quick={**QUICK, "inits": 3},
     full={
         "scenarios": [{"n": 32, "d": 160}],
         "data_seeds": 3,

@@ -46,3 +46,20 @@ def test_misaligned_directions_have_the_stated_overlap(gen):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="product"):
         build_multi_index(MultiIndexSpec(link="product", m_star=1), torch.Generator())
+
+
+def test_optimize_flattest_decreases_upsilon_and_keeps_interpolating(gen):
+    from constructions.multi_index import optimize_flattest
+
+    p = build_multi_index(MultiIndexSpec(n=16, d=8, c=1, link="sum_single_index", m_star=2), gen)
+    best, history = optimize_flattest(p, random_directions(p, 32, gen), steps=10)
+    assert all(b <= a for a, b in zip(history, history[1:], strict=False)) and history[-1] < history[0]
+    assert np.allclose(best.predict(p.x, 1), p.y, atol=1e-8)
+    assert best.upsilon == pytest.approx(history[-1])
+
+
+def test_split_teacher_is_flatter_for_c_above_one(gen):
+    p = build_multi_index(MultiIndexSpec(n=16, d=8, c=2), gen)
+    single, split = aligned_interpolator(p), aligned_interpolator(p, 32)
+    assert np.allclose(split.predict(p.x, 2), p.y, atol=1e-12)
+    assert split.upsilon == pytest.approx(single.upsilon * 32 ** (1 - 4 / 3), rel=1e-10)  # k^{1−p}
