@@ -126,6 +126,7 @@ class PyHessianBaseline:
 
 
 def _median_time(fn, repeats: int = 3) -> float:
+    fn()  # warm-up: first calls pay for lazy initialization (e.g. torch.func tracing)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -78,10 +78,14 @@ def _draw(figure: Figure, path: Path) -> None:
         else:
             marker = "o" if s.style == "markers" else None
             ax.plot(s.x, s.y, marker=marker, markersize=3, label=s.label)
+    from matplotlib.ticker import NullFormatter
+
     if figure.logx:
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels of short decades overlap
     if figure.logy:
         ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set(title=figure.title, xlabel=figure.xlabel, ylabel=figure.ylabel)
     ax.grid(True, alpha=0.3)
     if len(figure.series) > 1:

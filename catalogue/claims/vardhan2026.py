@@ -226,7 +226,7 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
         anchor = geo[0]
         series.append(
             Series(
-                label=f"n^{{{target:.2f}}} reference",
+                label=f"n^{target:.2f} reference",
                 x=list(p.sizes),
                 y=[anchor * (n / p.sizes[0]) ** target for n in p.sizes],
             )
