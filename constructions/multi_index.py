@@ -47,11 +47,17 @@ class MultiIndexProblem:
             return relu_power(z, self.spec.c).mean(axis=1)
         return z[:, 0] * z[:, 1]
 
-    def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """n fresh (x, y) pairs, with the label noise."""
-        x = torch.randn(n, self.spec.d, generator=generator, dtype=torch.float64).numpy()
-        noise = torch.randn(n, generator=generator, dtype=torch.float64).numpy()
-        return x, self.labels(x) + self.spec.noise * noise
+    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """n fresh (x, y) pairs, with the label noise (an ``evaluators.Distribution``)."""
+        x = torch.randn(n, self.spec.d, generator=generator, dtype=torch.float64)
+        noise = torch.randn(n, generator=generator, dtype=torch.float64)
+        return x, torch.from_numpy(self.labels(x.numpy())) + self.spec.noise * noise
+
+    def support_size(self) -> None:
+        return None  # Gaussian inputs: population quantities are Monte Carlo estimates
+
+    def support(self) -> None:
+        return None
 
 
 def build_multi_index(spec: MultiIndexSpec, generator: torch.Generator) -> MultiIndexProblem:
@@ -78,7 +84,11 @@ class Interpolator:
     scale: float  # C_c: Υ = scale · (Σ κ_j |u_j|^p)
 
     def predict(self, x: np.ndarray, c: int) -> np.ndarray:
-        return relu_power(x @ self.theta.T, c) @ self.a
+        return relu_power(np.asarray(x) @ self.theta.T, c) @ self.a
+
+    def predictor(self, c: int):
+        """f as a function of a torch batch (for ``evaluators.population_loss``)."""
+        return lambda x: torch.from_numpy(self.predict(x.numpy(), c))
 
 
 def flattest_on_directions(problem: MultiIndexProblem, theta: np.ndarray) -> Interpolator:

@@ -63,3 +63,12 @@ def test_split_teacher_is_flatter_for_c_above_one(gen):
     single, split = aligned_interpolator(p), aligned_interpolator(p, 32)
     assert np.allclose(split.predict(p.x, 2), p.y, atol=1e-12)
     assert split.upsilon == pytest.approx(single.upsilon * 32 ** (1 - 4 / 3), rel=1e-10)  # k^{1−p}
+
+
+def test_problem_is_a_distribution_for_population_loss(gen):
+    from evaluators import population_loss
+
+    p = build_multi_index(MultiIndexSpec(n=16, d=8, c=1), gen)
+    teacher = aligned_interpolator(p)
+    est = population_loss(teacher.predictor(1), p, samples=2000, seed=0)
+    assert est.error_kind == "stderr" and est.value == pytest.approx(0.0, abs=1e-20)  # noiseless teacher
