@@ -20,6 +20,7 @@ from tabulate import tabulate
 
 from catalogue import registry, store
 from catalogue.claim import FAMILIES, Claim, Record
+from catalogue.report import format_value, short_source
 from constructions.specs import Spec
 
 __all__ = ["main", "UsageError", "load_spec_file", "spec_file_schema"]
@@ -111,13 +112,6 @@ def spec_file_schema(claim_id: str | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------- verbs
-def _short_source(claim_or_record) -> str:
-    src = claim_or_record.source
-    first = src.paper.split(",")[0].split()[0]
-    year = next((tok.strip("()") for tok in src.paper.split() if tok.strip("()").isdigit()), "")
-    return f"{first} {year}, {src.locator}".strip()
-
-
 def _cmd_list(args) -> int:
     if args.family and args.family not in FAMILIES:
         raise UsageError(f"--family: unknown family {args.family!r}; families are {', '.join(FAMILIES)}")
@@ -126,7 +120,7 @@ def _cmd_list(args) -> int:
     for c in registry.all_claims(args.family):
         rec = records.get(c.id)
         last = f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})" if rec else "—"
-        rows.append([c.id, _short_source(c), _wrap(c.statement, 70), c.source_verdict, last])
+        rows.append([c.id, short_source(c), _wrap(c.statement, 70), c.source_verdict, last])
     print(
         tabulate(
             rows,
@@ -158,20 +152,10 @@ def _cmd_show(args) -> int:
     print(f"\nlast run: {rec.verdict} ({rec.mode}, seed {rec.seed}, {rec.seconds:.1f} s, {rec.created_at})")
     if rec.error:
         print(f"error: {rec.error}")
-    print(tabulate([[k, _fmt(v)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
+    print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
     if rec.thresholds:
-        print(tabulate([[k, _fmt(v)] for k, v in rec.thresholds.items()], headers=["threshold", "value"]))
+        print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.thresholds.items()], headers=["threshold", "value"]))
     return 0
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, list) and len(value) > 8:
-        return f"[{', '.join(_fmt(v) for v in value[:8])}, … ({len(value)} values)]"
-    if isinstance(value, list):
-        return f"[{', '.join(_fmt(v) for v in value)}]"
-    return str(value)
 
 
 def _get_claim(claim_id: str) -> Claim:

@@ -16,7 +16,7 @@ from tabulate import tabulate
 from catalogue.claim import FAMILIES, Figure, Record
 from catalogue.store import atomic_write_text
 
-__all__ = ["write_report", "render_report", "FAMILY_TITLES"]
+__all__ = ["write_report", "render_report", "format_value", "short_source", "FAMILY_TITLES"]
 
 FAMILY_TITLES = {
     "dinh2017": "Dinh, Pascanu, Bengio, Bengio 2017: sharp minima can generalize",
@@ -35,14 +35,16 @@ VERDICT_MARK = {
 KEY_EVIDENCE = 3
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any, digits: int = 4, max_items: int = 6) -> str:
+    """A number or list of numbers, short: ``digits`` significant digits, lists cut after ``max_items``."""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.{digits}g}"
     if isinstance(value, list):
-        shown = ", ".join(_fmt(v) for v in value[:6])
-        return f"[{shown}{', …' if len(value) > 6 else ''}]"
+        shown = ", ".join(format_value(v, digits, max_items) for v in value[:max_items])
+        more = f", … ({len(value)} values)" if len(value) > max_items else ""
+        return f"[{shown}{more}]"
     return str(value)
 
 
@@ -50,14 +52,15 @@ def _key_evidence(record: Record) -> str:
     if record.error:
         return f"error: {record.error}"
     items = [(k, v) for k, v in record.evidence.items() if not isinstance(v, list | dict)][:KEY_EVIDENCE]
-    return "; ".join(f"{k} = {_fmt(v)}" for k, v in items)
+    return "; ".join(f"{k} = {format_value(v)}" for k, v in items)
 
 
-def _short_source(record: Record) -> str:
-    paper = record.source.paper
+def short_source(item) -> str:
+    """ "Dinh 2017, Theorem 3" from a claim's or a record's source."""
+    paper = item.source.paper
     first = paper.split(",")[0].split()[0]
     year = next((tok.strip("()") for tok in paper.split() if tok.strip("()").isdigit()), "")
-    return f"{first} {year}, {record.source.locator}"
+    return f"{first} {year}, {item.source.locator}"
 
 
 def _draw(figure: Figure, path: Path) -> None:
@@ -115,16 +118,16 @@ def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[s
     if record.notes:
         lines += [record.notes, ""]
     if record.evidence:
-        rows = [[f"`{k}`", _fmt(v)] for k, v in record.evidence.items()]
+        rows = [[f"`{k}`", format_value(v)] for k, v in record.evidence.items()]
         lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]
     if record.thresholds:
-        rows = [[f"`{k}`", _fmt(v)] for k, v in record.thresholds.items()]
+        rows = [[f"`{k}`", format_value(v)] for k, v in record.thresholds.items()]
         lines += [tabulate(rows, headers=["threshold", "value"], tablefmt="github"), ""]
     for table in record.tables:
         lines += [f"*{table.name}*", ""]
         lines += [
             tabulate(
-                [[_fmt(c) for c in row] for row in table.rows],
+                [[format_value(c) for c in row] for row in table.rows],
                 headers=table.headers,
                 tablefmt="github",
             ),
@@ -166,7 +169,7 @@ def render_report(records: dict[str, Record], out: Path) -> str:
     rows = [
         [
             f"`{r.claim_id}`",
-            _short_source(r),
+            short_source(r),
             r.statement,
             r.source_verdict,
             VERDICT_MARK[r.verdict],
