@@ -13,7 +13,7 @@ from scipy.optimize import minimize
 
 from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr
 from evaluators.objective import Objective
-from evaluators.spectrum import hessian_spectrum
+from evaluators.spectrum import extreme_estimate, hessian_spectrum
 
 __all__ = ["epsilon_sharpness", "adaptive_sharpness", "spherical_sharpness", "adaptive_scale"]
 
@@ -258,12 +258,4 @@ def spherical_sharpness(
         raise ValueError("spherical sharpness is undefined at w = 0")
     theta[idx] = theta[idx] / w_norm
     spec = hessian_spectrum(obj, 1, theta=theta, rtol=rtol, seed=seed, coords=idx)
-    return Estimate(
-        float(spec.values[0]),
-        float(spec.residuals[0]),
-        "residual_bound",
-        hvps=spec.hvps,
-        seconds=spec.seconds,
-        converged=spec.converged,
-        extra={"w_norm": float(w_norm)},
-    )
+    return extreme_estimate(spec, {"w_norm": float(w_norm)})

@@ -64,6 +64,19 @@ class _CountingOperator(LinearOperator):
         return self._matvec(x)
 
 
+def extreme_estimate(spec: Spectrum, extra: dict | None = None) -> Estimate:
+    """The first eigenvalue of ``spec`` as an :class:`Estimate` with its residual bound."""
+    return Estimate(
+        float(spec.values[0]),
+        float(spec.residuals[0]),
+        "residual_bound",
+        hvps=spec.hvps,
+        seconds=spec.seconds,
+        converged=spec.converged,
+        extra=extra or {},
+    )
+
+
 def _residuals(op: _CountingOperator, values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     hv = np.column_stack([op.matvec(vectors[:, i]) for i in range(vectors.shape[1])])
     return np.linalg.norm(hv - vectors * values[None, :], axis=0)
@@ -152,15 +165,7 @@ def hessian_top_eigenvalue(
     """
     if method == "lanczos":
         spec = hessian_spectrum(obj, 1, theta=theta, rtol=rtol, maxiter=maxiter, seed=seed)
-        return Estimate(
-            value=float(spec.values[0]),
-            error=float(spec.residuals[0]),
-            error_kind="residual_bound",
-            hvps=spec.hvps,
-            seconds=spec.seconds,
-            converged=spec.converged,
-            extra={"eigenvector": spec.vectors[:, 0]},
-        )
+        return extreme_estimate(spec, {"eigenvector": spec.vectors[:, 0]})
     if method == "power":
         return power_iteration(obj, theta=theta, rtol=rtol, maxiter=maxiter or 1000, seed=seed)
     raise ValueError(f"method must be 'lanczos' or 'power', got {method!r}")
@@ -218,15 +223,6 @@ def hessian_extreme_eigenvalues(
     """
     top = hessian_spectrum(obj, 1, which="LA", theta=theta, rtol=rtol, seed=seed)
     bottom = hessian_spectrum(obj, 1, which="SA", theta=theta, rtol=rtol, seed=seed)
-    found = {}
-    for name, spec in (("lambda_max", top), ("lambda_min", bottom)):
-        found[name] = Estimate(
-            float(spec.values[0]),
-            float(spec.residuals[0]),
-            "residual_bound",
-            hvps=spec.hvps,
-            seconds=spec.seconds,
-            converged=spec.converged,
-        )
+    found = {"lambda_max": extreme_estimate(top), "lambda_min": extreme_estimate(bottom)}
     found["largest_magnitude"] = max(found.values(), key=lambda e: abs(e.value))
     return found
