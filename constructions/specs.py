@@ -22,6 +22,7 @@ __all__ = [
     "MLPRegressionSpec",
     "DigitsSpec",
     "MultiIndexSpec",
+    "XorSpec",
     "Scenario",
 ]
 
@@ -104,6 +105,14 @@ class MultiIndexSpec(Spec):
     noise: NonNegativeFloat = 0.0
 
 
+class XorSpec(Spec):
+    """Wen, Li, Ma 2023: x uniform on {−1, 1}^d, y = x[1]·x[2]; n distinct training points."""
+
+    kind: Literal["xor"] = "xor"
+    d: Annotated[int, Field(ge=2, le=62)] = 30
+    n: PositiveInt = 100
+
+
 Scenario = Annotated[
-    BNLinearRegressionSpec | MLPRegressionSpec | DigitsSpec | MultiIndexSpec, Field(discriminator="kind")
+    BNLinearRegressionSpec | MLPRegressionSpec | DigitsSpec | MultiIndexSpec | XorSpec, Field(discriminator="kind")
 ]
