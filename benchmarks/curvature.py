@@ -26,7 +26,7 @@ from tabulate import tabulate
 from torch import nn
 
 from constructions.training import train_lbfgs
-from evaluators import Objective, hessian_spectrum, hessian_top_eigenvalue, hessian_trace
+from evaluators import Objective, hessian_spectrum, hessian_top_eigenvalue, hessian_trace, mse
 from evaluators.spectrum import power_iteration
 
 N_SAMPLES = 512
@@ -73,7 +73,7 @@ def build(case: Case, n: int, seed: int = 0) -> Objective:
     else:
         y = torch.randn(n, case.outputs, dtype=torch.float64)
     if case.train_iters:
-        train_lbfgs(model, lambda out, t: ((out - t) ** 2).sum(1).mean(), x, y, max_iter=case.train_iters)
+        train_lbfgs(model, mse, x, y, max_iter=case.train_iters)
     return Objective(model, x, y)
 
 

@@ -166,6 +166,10 @@ class ClaimContext:
         """The derived seed for one named random draw of this run."""
         return seeding.derive_seed(self.spec_hash, repetition, self.seed, tag)
 
+    def int_seed(self, tag: str, repetition: int = 0) -> int:
+        """The derived seed folded to 31 bits, for the ``seed=`` arguments of evaluators."""
+        return self.seed_for(tag, repetition) % 2**31
+
     def generator(self, tag: str, repetition: int = 0) -> torch.Generator:
         return seeding.torch_generator(self.seed_for(tag, repetition))
 

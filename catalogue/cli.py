@@ -112,9 +112,13 @@ def spec_file_schema(claim_id: str | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------- verbs
+def _check_family(family: str | None) -> None:
+    if family and family not in FAMILIES:
+        raise UsageError(f"--family: unknown family {family!r}; families are {', '.join(FAMILIES)}")
+
+
 def _cmd_list(args) -> int:
-    if args.family and args.family not in FAMILIES:
-        raise UsageError(f"--family: unknown family {args.family!r}; families are {', '.join(FAMILIES)}")
+    _check_family(args.family)
     records = store.load_records(args.results)
     rows = []
     for c in registry.all_claims(args.family):
@@ -172,8 +176,7 @@ def _select_claims(args) -> list[Claim]:
     if args.all:
         return registry.all_claims()
     if args.family:
-        if args.family not in FAMILIES:
-            raise UsageError(f"--family: unknown family {args.family!r}; families are {', '.join(FAMILIES)}")
+        _check_family(args.family)
         claims = registry.all_claims(args.family)
         if not claims:
             raise UsageError(f"--family: no claims registered for {args.family!r} yet")

@@ -20,7 +20,7 @@ from evaluators.invariant import (
     relative_flatness,
     spectral_norm_product,
 )
-from evaluators.objective import Objective, zero_one_error
+from evaluators.objective import Objective, mse, zero_one_error
 from evaluators.population import Distribution, population_loss, squared_error, zero_one_loss
 from evaluators.sharpness import adaptive_sharpness, epsilon_sharpness, spherical_sharpness
 from evaluators.spectrum import (
@@ -48,6 +48,7 @@ __all__ = [
     "hessian_trace",
     "l2_route_bound",
     "min_weighted_lp",
+    "mse",
     "pacbayes_flatness",
     "parameter_norm",
     "path_norm",

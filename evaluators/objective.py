@@ -17,7 +17,7 @@ from scipy.sparse.linalg import LinearOperator
 from torch import nn
 from torch.func import functional_call
 
-__all__ = ["Objective", "LossName"]
+__all__ = ["Objective", "LossName", "mse", "zero_one_error"]
 
 LossName = str  # "mse" | "cross_entropy"
 
@@ -47,7 +47,7 @@ class _GradientGraph:
         return theta.shape == self.snapshot.shape and torch.equal(theta, self.snapshot)
 
 
-def _mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def mse(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """(1/n) Σ_i ‖f(x_i) − y_i‖²: mean over samples, sum over outputs, no ½."""
     return _mse_per_sample(output, target).mean()
 

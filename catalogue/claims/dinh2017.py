@@ -29,13 +29,9 @@ def _source(locator: str) -> Source:
     return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
 
 
-def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return ((out - y.reshape(out.shape)) ** 2).sum(dim=1).mean()
-
-
 def _trained_regression(spec: MLPRegressionSpec, ctx: ClaimContext, iters: int, tag: str = "scenario"):
     problem = build_mlp_regression(spec, ctx.generator(tag))
-    fit = train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=iters)
+    fit = train_lbfgs(problem.model, ev.mse, problem.data.x, problem.data.y, max_iter=iters)
     return problem.model, problem.data, fit
 
 
@@ -107,7 +103,7 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
         nets.append((f"regression {spec.hidden} bias={spec.bias}", net, data))
     if p.digits is not None:
         problem = build_digits(p.digits, ctx.generator("digits"))
-        train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
+        train_lbfgs(problem.model, ev.mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
         nets.append((f"digits {p.digits.hidden}", problem.model, problem.data))
     gen = ctx.generator("rescalings")
     out_errs, loss_errs, rows = [], [], []
@@ -116,7 +112,7 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
         with torch.no_grad():
             ref = net(x_all)
             scale = float(ref.abs().max())
-            ref_losses = (_mse(net(data.x), data.y), _mse(net(data.x_test), data.y_test))
+            ref_losses = (ev.mse(net(data.x), data.y), ev.mse(net(data.x_test), data.y_test))
         n_layers = len(symmetries.linear_layers(net))
         for alpha in p.alphas:
             width = symmetries.linear_layers(net)[0].out_features
@@ -130,7 +126,7 @@ def rescaling_preserves_function(p: RescalingParams, ctx: ClaimContext) -> Outco
             for kind, moved in variants.items():
                 with torch.no_grad():
                     out_err = float((moved(x_all) - ref).abs().max()) / scale
-                    losses = (_mse(moved(data.x), data.y), _mse(moved(data.x_test), data.y_test))
+                    losses = (ev.mse(moved(data.x), data.y), ev.mse(moved(data.x_test), data.y_test))
                 # relative to L + mean‖f‖²: at an interpolating minimum L itself is ~0 and a
                 # round-off change of f would look like a large relative change of L
                 energy = float((ref**2).sum(dim=1).mean())
@@ -169,9 +165,9 @@ class BlockLawParams(Spec):
     tolerance: PositiveFloat = 1e-8
 
 
-def _block_traces(obj: Objective, theta: torch.Tensor, d: torch.Tensor) -> tuple[float, float, float]:
-    """(Tr H11, Tr H22, Tr rest) at θ for the blocks D scales by α, 1/α and 1."""
-    diag = torch.diagonal(obj.hessian(theta))
+def _block_traces(hessian: torch.Tensor, d: torch.Tensor) -> tuple[float, float, float]:
+    """(Tr H11, Tr H22, Tr rest) for the blocks the diagonal rescaling D scales up, down and not at all."""
+    diag = torch.diagonal(hessian)
     up, down = d > 1, d < 1
     return float(diag[up].sum()), float(diag[down].sum()), float(diag[~(up | down)].sum())
 
@@ -203,13 +199,13 @@ def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
         net, data, _ = _trained_regression(spec, ctx, p.train_iterations, tag=f"scenario-{i}")
         obj = Objective(net, data.x, data.y)
         h = obj.hessian()
+        t11, t22, rest = _block_traces(h, _scaling_vector(obj, 0, 2.0))
         for alpha in p.alphas:
             d = _scaling_vector(obj, 0, alpha)
             moved = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
             h_moved = moved.hessian()
             predicted = h / d[:, None] / d[None, :]
             err_h = _rel(h_moved, predicted)
-            t11, t22, rest = _block_traces(obj, obj.theta, _scaling_vector(obj, 0, 2.0))
             tr_pred = t11 / alpha**2 + alpha**2 * t22 + rest
             tr_true = ev.hessian_trace(moved, method="exact").value
             err_tr = abs(tr_true - tr_pred) / abs(tr_pred)
@@ -264,7 +260,7 @@ FULL_SWEEP = {
 def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     net, data, fit = _trained_regression(p.scenario, ctx, p.train_iterations)
     base = Objective(net, data.x, data.y)
-    seed = ctx.seed_for("lanczos") % 2**31
+    seed = ctx.int_seed("lanczos")
     with torch.no_grad():
         ref = base.forward()
     out = {
@@ -458,7 +454,7 @@ def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Out
 def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
     net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
     obj = Objective(net, data.x, data.y)
-    t11, t22, rest = _block_traces(obj, obj.theta, _scaling_vector(obj, 0, 2.0))
+    t11, t22, rest = _block_traces(obj.hessian(), _scaling_vector(obj, 0, 2.0))
     predicted_min = 2 * np.sqrt(t11 * t22) + rest
     predicted_alpha = (t11 / t22) ** 0.25
 
@@ -604,7 +600,7 @@ def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> O
     nets = {}
     for tag, spec in (("clean", p.clean), ("noisy", p.noisy)):
         problem = build_digits(spec, ctx.generator(f"digits-{tag}"))
-        fit = train_lbfgs(problem.model, _mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
+        fit = train_lbfgs(problem.model, ev.mse, problem.data.x, problem.data.y, max_iter=p.train_iterations)
         nets[tag] = (problem, fit)
 
     def measure(net, problem):
@@ -613,7 +609,7 @@ def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> O
             test_err = float((net(problem.data.x_test).argmax(1) != problem.test_labels).double().mean())
             train_err = float((net(problem.data.x).argmax(1) != problem.labels).double().mean())
         return {
-            "lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10, seed=ctx.seed_for("lanczos") % 2**31).value,
+            "lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10, seed=ctx.int_seed("lanczos")).value,
             "trace": ev.hessian_trace(obj, method="exact").value,
             "train_loss": float(obj.loss()),
             "train_error": train_err,
@@ -706,14 +702,14 @@ class InputParams(Spec):
 def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
     net, data, _ = _trained_regression(p.scenario, ctx, p.train_iterations)
     digits = build_digits(p.digits, ctx.generator("digits"))
-    train_lbfgs(digits.model, _mse, digits.data.x, digits.data.y, max_iter=p.train_iterations)
+    train_lbfgs(digits.model, ev.mse, digits.data.x, digits.data.y, max_iter=p.train_iterations)
     test_err = lambda m, x: float((m(x).argmax(1) != digits.test_labels).double().mean())  # noqa: E731
     with torch.no_grad():
         base_err = test_err(digits.model, digits.data.x_test)
     obj = Objective(net, data.x, data.y)
     w1 = obj.param_slice("0.weight")
     h11 = obj.hessian()[w1, w1]
-    seed = ctx.seed_for("lanczos") % 2**31
+    seed = ctx.int_seed("lanczos")
     lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12, seed=seed).value
     block_errs, err_changes, rows = [], [], []
     lams = []

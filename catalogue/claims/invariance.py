@@ -18,7 +18,7 @@ from constructions import symmetries
 from constructions.mlp_regression import build_mlp_regression
 from constructions.specs import Grid, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
 from constructions.training import train_lbfgs
-from evaluators import Objective
+from evaluators import Objective, mse
 
 SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale", "ln_scale")
 
@@ -136,7 +136,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
         net, data = problem.model, problem.data
         fit = train_lbfgs(
             net,
-            lambda out, y: ((out - y) ** 2).sum(1).mean(),
+            mse,
             data.x,
             data.y,
             max_iter=p.train_iterations,
@@ -156,7 +156,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             base_obj = Objective(net, data.x, data.y)
             todo = [m for m in panel_for(base_obj) if symmetry in EXPECTED.get(m.name, {}) and m.name not in changes]
             measures += todo
-            seed = ctx.seed_for("measures") % 2**31
+            seed = ctx.int_seed("measures")
             base = {m.name: m.compute(base_obj, seed) for m in todo}
             gen = ctx.generator(f"draws-{symmetry}-{tag}")
             changes.update({m.name: 0.0 for m in todo})

@@ -98,7 +98,7 @@ def trace_identity(p: XorParams, ctx: ClaimContext) -> Outcome:
     }
     rows, errors = [], []
     for name, net in nets.items():
-        m = _measure(net, data, ctx.seed_for("test") % 2**31, p.test_samples)
+        m = _measure(net, data, ctx.int_seed("test"), p.test_samples)
         err = abs(m["trace"] - m["lemma_4_1"]) / m["trace"]
         errors.append(max(err, m["interpolation_error"]))
         rows.append(
@@ -160,7 +160,7 @@ def bias_min_trace_bound(p: XorParams, ctx: ClaimContext) -> Outcome:
 )
 def bias_flattest_can_memorize(p: XorParams, ctx: ClaimContext) -> Outcome:
     data = build_xor(p.scenario, ctx.generator("xor"))
-    m = _measure(bias_memorizer(data), data, ctx.seed_for("test") % 2**31, p.test_samples)
+    m = _measure(bias_memorizer(data), data, ctx.int_seed("test"), p.test_samples)
     bound = _bias_bound(data)
     expected_error = max(1 - p.scenario.n / 2**p.scenario.d, 0.0)
     flattest = m["interpolation_error"] <= 1e-9 and abs(m["trace"] - bound) <= p.tolerance * bound
@@ -188,7 +188,7 @@ def bias_flattest_can_memorize(p: XorParams, ctx: ClaimContext) -> Outcome:
 )
 def bias_flattest_can_generalize(p: XorParams, ctx: ClaimContext) -> Outcome:
     data = build_xor(p.scenario, ctx.generator("xor"))
-    m = _measure(bias_generalizer(p.scenario.d), data, ctx.seed_for("test") % 2**31, p.test_samples)
+    m = _measure(bias_generalizer(p.scenario.d), data, ctx.int_seed("test"), p.test_samples)
     bound = _bias_bound(data)
     ok = (
         m["interpolation_error"] <= 1e-12
@@ -257,7 +257,7 @@ def eq5_radius_erratum(p: XorParams, ctx: ClaimContext) -> Outcome:
 )
 def simln_flattest_can_memorize(p: XorParams, ctx: ClaimContext) -> Outcome:
     data = build_xor(p.scenario, ctx.generator("xor"))
-    seed = ctx.seed_for("test") % 2**31
+    seed = ctx.int_seed("test")
     mem = _measure(simln_memorizer(data), data, seed, p.test_samples)
     gen = _measure(simln_generalizer(p.scenario.d), data, seed, p.test_samples)
     bound = 2.0  # (2/n) Σ min(1, (2/ϵ)√(‖x_i‖²+1)|y_i|) with ϵ = 1 on XOR
