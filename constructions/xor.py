@@ -18,6 +18,7 @@ from constructions.specs import XorSpec
 __all__ = [
     "XorData",
     "TwoLayerNet",
+    "simbn_scale",
     "build_xor",
     "bias_memorizer",
     "bias_generalizer",
@@ -63,13 +64,29 @@ def build_xor(spec: XorSpec, generator: torch.Generator) -> XorData:
 
 
 class TwoLayerNet(nn.Module):
-    """``W2 · φ(relu(W1 x + b1))`` with φ = identity or the simplified LayerNorm ``h / max(‖h‖, ϵ)``."""
+    """``W2 · φ(relu(W1 x + b1))`` with φ = identity, the simplified LayerNorm ``h / max(‖h‖, ϵ)`` or the
+    simplified BatchNorm ``γ[j] h[j] / √((1/N) Σ_batch h[j]²)``.
 
-    def __init__(self, w1: torch.Tensor, b1: torch.Tensor | None, w2: torch.Tensor, *, simln_eps: float | None = None):
+    Sim-BN normalizes over the batch it is given, so evaluate it on the whole training set (its
+    statistics are the training set's, as in the paper); ``XorNets`` handles fresh test points.
+    """
+
+    def __init__(
+        self,
+        w1: torch.Tensor,
+        b1: torch.Tensor | None,
+        w2: torch.Tensor,
+        *,
+        simln_eps: float | None = None,
+        simbn_gamma: torch.Tensor | None = None,
+    ):
         super().__init__()
+        if simln_eps is not None and simbn_gamma is not None:
+            raise ValueError("a net has Sim-LN or Sim-BN, not both")
         self.w1 = nn.Parameter(w1.double().clone())
         self.b1 = None if b1 is None else nn.Parameter(b1.double().clone())
         self.w2 = nn.Parameter(w2.double().clone())
+        self.gamma = None if simbn_gamma is None else nn.Parameter(simbn_gamma.double().clone())
         self.simln_eps = simln_eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -79,7 +96,14 @@ class TwoLayerNet(nn.Module):
         h = torch.relu(h)
         if self.simln_eps is not None:
             h = h / torch.clamp(h.norm(dim=1, keepdim=True), min=self.simln_eps)
+        if self.gamma is not None:
+            h = self.gamma * h / simbn_scale(h)
         return h @ self.w2
+
+
+def simbn_scale(h: torch.Tensor, dim: int = -2) -> torch.Tensor:
+    """Per-neuron √((1/N) Σ_batch h²) over the batch ``dim``, floored so that a dead neuron outputs 0, not NaN."""
+    return h.pow(2).mean(dim=dim, keepdim=True).clamp_min(1e-300).sqrt()
 
 
 def bias_memorizer(data: XorData, eps: float | None = None) -> TwoLayerNet:

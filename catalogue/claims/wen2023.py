@@ -2,7 +2,7 @@
 
 The paper's Table 1 is the authority: all flattest interpolators generalize for no-bias (✓) and
 Sim-BN (✓), not for bias (✗) or Sim-LN (✗). These claims check the constructions behind the ✗
-entries exactly; the training reproductions (1-SAM, GD+WD) are not in the catalogue yet.
+entries exactly; the training reproductions (1-SAM, GD+WD) are in ``wen2023_training``.
 """
 
 from __future__ import annotations

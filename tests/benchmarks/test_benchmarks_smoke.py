@@ -1,6 +1,6 @@
 """The benchmarks run end to end at tiny sizes (their numbers are not asserted: they are timings)."""
 
-from benchmarks import curvature, gd
+from benchmarks import curvature, gd, sam
 
 
 def test_curvature_benchmark_quick(capsys):
@@ -13,3 +13,9 @@ def test_gd_benchmark_quick(capsys):
     gd.main(["--quick"])
     out = capsys.readouterr().out
     assert "naive autograd loop" in out and "rel. diff" in out
+
+
+def test_sam_benchmark_quick(capsys):
+    sam.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "naive autograd loop" in out and "Targets" in out and "agreement" in out

@@ -1,0 +1,347 @@
+"""Wen, Li, Ma 2023 §6 experiments: 1-SAM and GD+WD on the XOR nets, many runs as one tensor program.
+
+``XorNets`` holds R independent two-layer nets (leading dimension R: seeds, ρ values, …) of one
+architecture. 1-SAM (batch size 1) is the update
+
+    w ← w − η ∇ℓ_i(w + ρ ∇ℓ_i(w) / ‖∇ℓ_i(w)‖),   ℓ_i(w) = (f_w(x_i) − y_i)²,
+
+with an independent random order of the training points per run and epoch. For the no-bias, bias and
+Sim-LN nets one sample touches W1 only through h = W1 x_i + b1, so ∇_{W1} ℓ_i = (∂ℓ_i/∂h) x_iᵀ is
+rank one: the ascent point never needs a copy of W1 (h moves by ε (∂ℓ/∂h)(‖x_i‖² + 1[bias])) and the
+descent is one in-place rank-one update. Sim-BN normalizes over the whole training set, so its
+per-sample loss depends on every point; it takes autograd steps through the full forward.
+
+Full-batch GD+WD is ``w ← w − η (∇L(w) + λ w)`` with L = (1/n) Σ_i ℓ_i.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+
+from constructions.xor import TwoLayerNet, simbn_scale
+
+__all__ = [
+    "ARCHITECTURES",
+    "XorNets",
+    "TrainingLog",
+    "init_xor_nets",
+    "xor_outputs",
+    "gauss_newton_trace",
+    "neuron_alignment",
+    "sam_epoch",
+    "sam_step_autograd",
+    "gd_weight_decay_step",
+    "train_xor",
+]
+
+Architecture = Literal["nobias", "bias", "simbn", "simln"]
+ARCHITECTURES: tuple[str, ...] = ("nobias", "bias", "simbn", "simln")
+
+
+@dataclass(frozen=True)
+class XorNets:
+    """R two-layer nets ``W2 · φ(relu(W1 x + b1))`` stacked along dimension 0 (see ``TwoLayerNet``)."""
+
+    arch: Architecture
+    w1: torch.Tensor  # (R, m, d)
+    b1: torch.Tensor | None  # (R, m); None without bias
+    w2: torch.Tensor  # (R, m)
+    gamma: torch.Tensor | None  # (R, m); Sim-BN only
+    simln_eps: float = 1.0
+
+    @property
+    def runs(self) -> int:
+        return self.w1.shape[0]
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for t in (self.w1, self.b1, self.w2, self.gamma) if t is not None]
+
+    def clone(self) -> XorNets:
+        def copy(t):
+            return None if t is None else t.clone()
+
+        return replace(self, w1=self.w1.clone(), b1=copy(self.b1), w2=self.w2.clone(), gamma=copy(self.gamma))
+
+    def module(self, run: int) -> TwoLayerNet:
+        """Run ``run`` as a float64 ``TwoLayerNet`` for the evaluators (Sim-BN: evaluate on the training set)."""
+        return TwoLayerNet(
+            self.w1[run],
+            None if self.b1 is None else self.b1[run],
+            self.w2[run],
+            simln_eps=self.simln_eps if self.arch == "simln" else None,
+            simbn_gamma=None if self.gamma is None else self.gamma[run],
+        )
+
+
+def init_xor_nets(
+    arch: Architecture,
+    runs: int,
+    width: int,
+    d: int,
+    generator: torch.Generator,
+    *,
+    first_layer_scale: float = 1.0,
+    simln_eps: float = 1.0,
+) -> XorNets:
+    """PyTorch's default ``nn.Linear`` init: W1, b1 ~ U(±1/√d)·scale, W2 ~ U(±1/√m); γ = 1 (Sim-BN).
+
+    The paper does not state its init; this one keeps 1-SAM at η = 0.01 stable at d = 30, m = 500
+    (per-sample curvature 2‖∇f(x_i)‖² ≈ 180 < 2/η), where N(0, 1/d) rows (≈ 530) diverge.
+    """
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
+
+    def uniform(*shape, bound):
+        return (torch.rand(*shape, generator=generator, dtype=torch.float64) * 2 - 1) * bound
+
+    w1 = uniform(runs, width, d, bound=first_layer_scale / math.sqrt(d))
+    b1 = uniform(runs, width, bound=first_layer_scale / math.sqrt(d))
+    w2 = uniform(runs, width, bound=1 / math.sqrt(width))
+    gamma = torch.ones(runs, width, dtype=torch.float64) if arch == "simbn" else None
+    return XorNets(arch, w1, None if arch == "nobias" else b1, w2, gamma, simln_eps)
+
+
+def _relu_layer(w1: torch.Tensor, b1: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    h = w1 @ x.T  # (R, m, N)
+    return torch.relu(h if b1 is None else h + b1.unsqueeze(2))
+
+
+def _features(nets: XorNets, w1, b1, gamma, x: torch.Tensor, reference: torch.Tensor | None) -> torch.Tensor:
+    """φ(relu(W1 x + b1)) for every run, shape (R, m, N); Sim-BN statistics from ``reference``."""
+    a = _relu_layer(w1, b1, x)
+    if nets.arch == "simln":
+        return a / a.norm(dim=1, keepdim=True).clamp_min(nets.simln_eps)
+    if nets.arch == "simbn":
+        ref = a if reference is None else _relu_layer(w1, b1, reference)
+        return gamma.unsqueeze(2) * a / simbn_scale(ref, dim=2)
+    return a
+
+
+def _outputs(nets: XorNets, params: list[torch.Tensor], x: torch.Tensor, reference: torch.Tensor | None):
+    w1, rest = params[0], params[1:]
+    b1 = rest.pop(0) if nets.b1 is not None else None
+    w2 = rest.pop(0)
+    gamma = rest.pop(0) if nets.gamma is not None else None
+    return (w2.unsqueeze(2) * _features(nets, w1, b1, gamma, x, reference)).sum(1)
+
+
+def xor_outputs(nets: XorNets, x: torch.Tensor, reference: torch.Tensor | None = None) -> torch.Tensor:
+    """f(x) for every run, shape (R, N). Sim-BN uses the statistics of ``reference`` (the training set)."""
+    return _outputs(nets, nets.tensors(), x, reference)
+
+
+def gauss_newton_trace(nets: XorNets, x: torch.Tensor) -> torch.Tensor:
+    """(2/n) Σ_i ‖∇_θ f(x_i)‖² per run (shape (R,)).
+
+    Equals Tr ∇²L exactly for the no-bias and bias nets (f is bilinear in (W1, W2) on each
+    activation pattern, so Tr ∇²f = 0) and at any interpolator for all four (Wen et al. Lemma 4.1).
+    """
+    params = [t.detach() for t in nets.tensors()]
+    n = len(x)
+    _, vjp = torch.func.vjp(lambda *ps: _outputs(nets, list(ps), x, None), *params)
+    basis = torch.eye(n, dtype=x.dtype).unsqueeze(1).expand(n, nets.runs, n)
+    grads = torch.func.vmap(vjp)(basis)  # per parameter: (n, R, ...)
+    sq = sum(g.pow(2).flatten(2).sum(2) for g in grads)  # (n, R)
+    return 2.0 / n * sq.sum(0)
+
+
+def neuron_alignment(nets: XorNets) -> torch.Tensor:
+    """Σ_j |c_j| ‖W1,j[1:2]‖/‖W1,j‖ / Σ_j |c_j| per run, c_j = W2,j·γ_j the neuron's output weight.
+
+    1 when every neuron that matters reads only x[1], x[2]; ≈ √(2/d) for random directions.
+    """
+    c = nets.w2.abs() if nets.gamma is None else (nets.w2 * nets.gamma).abs()
+    frac = nets.w1[:, :, :2].norm(dim=2) / nets.w1.norm(dim=2).clamp_min(1e-300)
+    return (c * frac).sum(1) / c.sum(1).clamp_min(1e-300)
+
+
+def _hidden_grads(nets: XorNets, h: torch.Tensor, w2: torch.Tensor, y: torch.Tensor):
+    """∂ℓ/∂h and ∂ℓ/∂W2 for one sample per run (h: (R, m)), ℓ = (W2·φ(relu(h)) − y)²."""
+    a = torch.relu(h)
+    if nets.arch == "simln":
+        norm = a.norm(dim=1, keepdim=True)
+        s = norm.clamp_min(nets.simln_eps)
+        z = a / s
+    else:
+        z = a
+    g = 2.0 * ((w2 * z).sum(1) - y)
+    dw2 = g.unsqueeze(1) * z
+    dz = g.unsqueeze(1) * w2
+    if nets.arch == "simln":  # ∂(a/‖a‖)/∂a = (I − z zᵀ)/‖a‖ above ϵ, I/ϵ below
+        dz = (dz - z * ((z * dz).sum(1, keepdim=True) * (norm > nets.simln_eps))) / s
+    return dz * (h > 0), dw2
+
+
+def _sam_step_rank_one(nets: XorNets, x: torch.Tensor, y: torch.Tensor, lr: float, rho: float) -> None:
+    """One 1-SAM step per run on its sample (x: (R, d), y: (R,)), in place."""
+    lift = x.pow(2).sum(1, keepdim=True) + (0.0 if nets.b1 is None else 1.0)  # ‖[x; 1]‖²
+    h = torch.bmm(nets.w1, x.unsqueeze(2)).squeeze(2)
+    if nets.b1 is not None:
+        h = h + nets.b1
+    dh, dw2 = _hidden_grads(nets, h, nets.w2, y)
+    norm = (dw2.pow(2).sum(1, keepdim=True) + dh.pow(2).sum(1, keepdim=True) * lift).sqrt()
+    step = torch.where(norm > 0, rho / norm, torch.zeros_like(norm))  # ∇ℓ = 0: no ascent
+    dh, dw2 = _hidden_grads(nets, h + step * dh * lift, nets.w2 + step * dw2, y)
+    nets.w1.baddbmm_(dh.unsqueeze(2), x.unsqueeze(1), alpha=-lr)
+    if nets.b1 is not None:
+        nets.b1.sub_(lr * dh)
+    nets.w2.sub_(lr * dw2)
+
+
+def _sam_step_full_forward(nets: XorNets, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, lr, rho) -> None:
+    """1-SAM for Sim-BN: ℓ_i depends on all of x through the normalization; autograd through it."""
+    params = nets.tensors()
+    rows = torch.arange(nets.runs)
+
+    def grads(ps):
+        ps = [p.detach().requires_grad_(True) for p in ps]
+        loss = (_outputs(nets, ps, x, None)[rows, index] - y[index]).pow(2).sum()  # runs are independent
+        return torch.autograd.grad(loss, ps)
+
+    g = grads(params)
+    norm = sum(t.pow(2).flatten(1).sum(1) for t in g).sqrt()
+    step = torch.where(norm > 0, rho / norm, torch.zeros_like(norm))
+    g = grads([p + step.view(-1, *[1] * (p.ndim - 1)) * t for p, t in zip(params, g, strict=True)])
+    with torch.no_grad():
+        for p, t in zip(params, g, strict=True):
+            p.sub_(lr * t)
+
+
+def sam_epoch(nets: XorNets, x: torch.Tensor, y: torch.Tensor, lr: float, rho: float, generator: torch.Generator):
+    """One epoch of 1-SAM: every run visits the n training points in its own random order (in place)."""
+    order = torch.argsort(torch.rand(nets.runs, len(x), generator=generator), dim=1)
+    if nets.arch == "simbn":
+        for t in range(len(x)):
+            _sam_step_full_forward(nets, x, y, order[:, t], lr, rho)
+        return
+    xs, ys = x[order], y[order]  # (R, n, d), (R, n)
+    for t in range(len(x)):
+        _sam_step_rank_one(nets, xs[:, t], ys[:, t], lr, rho)
+
+
+def sam_step_autograd(net: TwoLayerNet, x: torch.Tensor, y: torch.Tensor, i: int, lr: float, rho: float) -> None:
+    """The naive reference: one 1-SAM step on one ``TwoLayerNet`` with torch autograd (in place).
+
+    Used to test the batched steps and as the baseline in ``benchmarks/sam.py``.
+    """
+    params = list(net.parameters())
+
+    def loss():
+        if net.gamma is not None:  # Sim-BN statistics come from the whole training set
+            return (net(x)[i] - y[i]).pow(2)
+        return (net(x[i : i + 1])[0] - y[i]).pow(2)
+
+    g = torch.autograd.grad(loss(), params)
+    norm = torch.sqrt(sum(t.pow(2).sum() for t in g))
+    eps = [rho * t / norm if norm > 0 else torch.zeros_like(t) for t in g]
+    with torch.no_grad():
+        for p, e in zip(params, eps, strict=True):
+            p.add_(e)
+    g = torch.autograd.grad(loss(), params)
+    with torch.no_grad():
+        for p, e, t in zip(params, eps, g, strict=True):
+            p.sub_(e + lr * t)
+
+
+def gd_weight_decay_step(nets: XorNets, x: torch.Tensor, y: torch.Tensor, lr: float, weight_decay: float) -> None:
+    """One full-batch step ``w ← w − η(∇L + λw)`` for every run, L = (1/n) Σ (f(x_i) − y_i)² (in place)."""
+    params = [p.detach().requires_grad_(True) for p in nets.tensors()]
+    loss = (_outputs(nets, params, x, None) - y).pow(2).mean(1).sum()  # runs are independent
+    grads = torch.autograd.grad(loss, params)
+    with torch.no_grad():
+        for p, g in zip(nets.tensors(), grads, strict=True):
+            p.sub_(lr * (g + weight_decay * p))
+
+
+@dataclass(frozen=True)
+class TrainingLog:
+    """Per-run curves (rows: runs, columns: ``epochs``) from ``train_xor``."""
+
+    epochs: list[int]
+    train_loss: torch.Tensor
+    trace: torch.Tensor  # Gauss–Newton trace, = Tr ∇²L for no-bias/bias and at interpolation
+    test_error: torch.Tensor  # 0-1 error on the fixed test set
+    test_error_stderr: torch.Tensor
+    test_mse: torch.Tensor
+    alignment: torch.Tensor
+    first_layer_norm: torch.Tensor  # ‖(W1, b1)‖_F
+    steps: int  # optimizer steps per run
+    seconds: float
+
+
+def log_epochs(epochs: int, points: int) -> list[int]:
+    """0, then ``points`` roughly geometric epochs up to ``epochs`` (curves are read on a log axis)."""
+    grid = torch.logspace(0, math.log10(max(epochs, 1)), points).round().long().tolist()
+    return sorted({0, *grid, epochs})
+
+
+def train_xor(
+    nets: XorNets,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    *,
+    method: Literal["sam", "gd"],
+    lr: float,
+    epochs: int,
+    generator: torch.Generator,
+    rho: float = 0.0,
+    rho_late: tuple[int, float] | None = None,
+    weight_decay: float = 0.0,
+    log_points: int = 24,
+) -> TrainingLog:
+    """Train ``nets`` in place by 1-SAM or GD+WD and log the curves at ~geometric epochs.
+
+    Args:
+        rho_late: ``(epoch, ρ')``: switch SAM's radius to ρ' from that epoch on (Table 2, bias net).
+        log_points: number of logged epochs besides 0 and the last.
+    """
+    marks = set(log_epochs(epochs, log_points))
+    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "trace", "err", "se", "mse", "align", "norm")}
+    logged: list[int] = []
+    start = time.perf_counter()
+    for epoch in range(epochs + 1):
+        if epoch in marks:
+            with torch.no_grad():
+                train_out = xor_outputs(nets, x)
+                test_out = xor_outputs(nets, test_x, reference=x)
+            err = (test_out * test_y <= 0).double().mean(1)
+            rows["loss"].append((train_out - y).pow(2).mean(1))
+            rows["trace"].append(gauss_newton_trace(nets, x))
+            rows["err"].append(err)
+            rows["se"].append((err * (1 - err) / len(test_y)).sqrt())
+            rows["mse"].append((test_out - test_y).pow(2).mean(1))
+            rows["align"].append(neuron_alignment(nets))
+            first = nets.w1.pow(2).sum((1, 2)) + (0 if nets.b1 is None else nets.b1.pow(2).sum(1))
+            rows["norm"].append(first.sqrt())
+            logged.append(epoch)
+        if epoch == epochs:
+            break
+        if method == "gd":
+            gd_weight_decay_step(nets, x, y, lr, weight_decay)
+        else:
+            r = rho_late[1] if rho_late is not None and epoch >= rho_late[0] else rho
+            sam_epoch(nets, x, y, lr, r, generator)
+    seconds = time.perf_counter() - start
+
+    def stack(k):
+        return torch.stack(rows[k], dim=1)
+
+    return TrainingLog(
+        logged,
+        stack("loss"),
+        stack("trace"),
+        stack("err"),
+        stack("se"),
+        stack("mse"),
+        stack("align"),
+        stack("norm"),
+        steps=epochs * (1 if method == "gd" else len(x)),
+        seconds=seconds,
+    )
