@@ -311,6 +311,11 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     params=ArchParams,
     quick={"train": {**SIMLN, "width": 100, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10}},
     full={"train": SIMLN},
+    expected_failure=(
+        "1-SAM reaches the Sim-LN flattest value (Tr ≈ 2.1 against the infimum 2) and interpolates, but its test "
+        "error stays between the thresholds: 0.059 (quick: d = 30, m = 100, 300 epochs; full mode in REPORT.md), "
+        "not the paper's near-perfect generalization within the epochs we run (the paper runs 10⁵)"
+    ),
 )
 def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome("simln", p, ctx)
@@ -342,6 +347,11 @@ def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     params=ArchParams,
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
+    expected_failure=(
+        "the trace falls (55 → 38) while ‖(W1, b1)‖ grows and stays far above 4, but the output-weighted alignment "
+        "ends at 0.80 against 2·√(2/d) = 0.89 (quick: d = 10, 100 epochs; full mode in REPORT.md): the neurons lean "
+        "towards x[1], x[2] without ‖W1,i[3:d]‖ ≪ ‖W1,i‖ within the epochs we run"
+    ),
 )
 def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
     log = train(p.train, "sam", ctx.seed)[1]
