@@ -87,34 +87,12 @@ def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tup
     )
     order = seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, f"order-{method}"))
     if method == "sam":
-        log = train_xor(
-            nets,
-            data.x,
-            data.y,
-            test_x,
-            test_y,
-            method="sam",
-            lr=cfg.sam_lr,
-            rho=cfg.sam_rho,
-            rho_late=cfg.sam_rho_late,
-            epochs=cfg.sam_epochs,
-            generator=order,
-            log_points=cfg.log_points,
-        )
+        schedule = {"lr": cfg.sam_lr, "rho": cfg.sam_rho, "rho_late": cfg.sam_rho_late, "epochs": cfg.sam_epochs}
     else:
-        log = train_xor(
-            nets,
-            data.x,
-            data.y,
-            test_x,
-            test_y,
-            method="gd",
-            lr=cfg.gd_lr,
-            weight_decay=cfg.weight_decay,
-            epochs=cfg.gd_steps,
-            generator=order,
-            log_points=cfg.log_points,
-        )
+        schedule = {"lr": cfg.gd_lr, "weight_decay": cfg.weight_decay, "epochs": cfg.gd_steps}
+    log = train_xor(
+        nets, data.x, data.y, test_x, test_y, method=method, generator=order, log_points=cfg.log_points, **schedule
+    )
     return nets, log, data
 
 
