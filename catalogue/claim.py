@@ -183,7 +183,9 @@ class Claim:
 
     ``check(params, ctx) -> Outcome`` runs constructions and evaluators; ``agrees`` in the record is
     ``verdict == source_verdict``. ``expected_failure`` holds the measured reason when the claim
-    honestly does not reproduce (the test suite marks it xfail, the report says so).
+    honestly does not reproduce (the test suite marks it xfail, the report says so), in the modes
+    named by ``expected_failure_modes`` (a quick configuration can be too small for an effect
+    that the full one shows, or the other way round).
     """
 
     id: str
@@ -196,6 +198,13 @@ class Claim:
     full: Spec
     check: Callable[[Any, ClaimContext], Outcome]
     expected_failure: str | None = None
+    expected_failure_modes: tuple[str, ...] = ("quick", "full")
+
+    def expected_failure_in(self, mode: str) -> str | None:
+        """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""
+        return (
+            self.expected_failure if ("quick" if mode == "quick" else "full") in self.expected_failure_modes else None
+        )
 
     @property
     def family(self) -> str:

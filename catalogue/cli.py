@@ -146,7 +146,8 @@ def _cmd_show(args) -> int:
     print(f"source: {claim.source.cite()}" + (f" (seed {claim.source.seed})" if claim.source.seed else ""))
     print(f"source says: {claim.source_verdict}")
     if claim.expected_failure:
-        print(f"does not reproduce here: {claim.expected_failure}")
+        modes = " and ".join(claim.expected_failure_modes)
+        print(f"does not reproduce here ({modes} mode): {claim.expected_failure}")
     for mode in ("quick", "full"):
         print(f"\n{mode} spec:\n{json.dumps(claim.spec_for(mode).model_dump(mode='json'), indent=2)}")
     rec = store.read_record(store.record_path(args.results, claim.id))

@@ -37,6 +37,7 @@ def register(
     quick: dict[str, Any],
     full: dict[str, Any],
     expected_failure: str | None = None,
+    expected_failure_modes: tuple[str, ...] = ("quick", "full"),
 ) -> Callable:
     """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
 
@@ -49,6 +50,10 @@ def register(
             raise ValueError(f"claim id {id!r} must be <family>.<slug> with family in {FAMILIES}")
         if id in _CLAIMS:
             raise ValueError(f"claim id {id!r} registered twice")
+        if not expected_failure_modes or not set(expected_failure_modes) <= {"quick", "full"}:
+            raise ValueError(
+                f"{id}: expected_failure_modes must name quick and/or full, got {expected_failure_modes!r}"
+            )
         _CLAIMS[id] = Claim(
             id=id,
             title=title,
@@ -60,6 +65,7 @@ def register(
             full=params.model_validate(full),
             check=check,
             expected_failure=expected_failure,
+            expected_failure_modes=expected_failure_modes,
         )
         return check
 

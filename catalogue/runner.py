@@ -92,7 +92,7 @@ def _run_job(job: Job) -> Record:
         statement=claim.statement,
         source=claim.source,
         source_verdict=claim.source_verdict,
-        expected_failure=claim.expected_failure,
+        expected_failure=claim.expected_failure_in(job.mode),
         spec=params.model_dump(mode="json"),
         spec_hash=digest,
         seed=job.seed,

@@ -290,10 +290,10 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     quick={"train": {**SIMLN, "width": 100, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10}},
     full={"train": SIMLN},
     expected_failure=(
-        "1-SAM reaches the Sim-LN flattest value (Tr ≈ 2.1 against the infimum 2) and interpolates, but its test "
-        "error stays between the thresholds: 0.059 (quick: d = 30, m = 100, 300 epochs; full mode in REPORT.md), "
-        "not the paper's near-perfect generalization within the epochs we run (the paper runs 10⁵)"
+        "quick mode (m = 100, 300 epochs) is too short: 1-SAM interpolates at Tr ≈ 2.1 (the infimum is 2) but its "
+        "test error is 0.059, between the thresholds; full mode (m = 500, 1000 epochs) reproduces with 0.044"
     ),
+    expected_failure_modes=("quick",),
 )
 def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome("simln", p, ctx)
@@ -308,6 +308,12 @@ def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     params=ArchParams,
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
+    expected_failure=(
+        "at d = 30, n = 100 (width 100, 1000 epochs) 1-SAM interpolates with alignment 0.56 but test error 0.144, "
+        "between the thresholds (GD+WD: 0.289); at d = 10 (quick) it generalizes. Within our epochs the paper's ✓ is "
+        "not reached at the paper's d"
+    ),
+    expected_failure_modes=("full",),
 )
 def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome("simbn", p, ctx)
@@ -326,10 +332,11 @@ def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
     expected_failure=(
-        "the trace falls (55 → 38) while ‖(W1, b1)‖ grows and stays far above 4, but the output-weighted alignment "
-        "ends at 0.80 against 2·√(2/d) = 0.89 (quick: d = 10, 100 epochs; full mode in REPORT.md): the neurons lean "
-        "towards x[1], x[2] without ‖W1,i[3:d]‖ ≪ ‖W1,i‖ within the epochs we run"
+        "quick mode (d = 10, 100 epochs) is too short: the trace falls (55 → 38) while ‖(W1, b1)‖ grows, but the "
+        "output-weighted alignment ends at 0.80 against 2·√(2/d) = 0.89; full mode (d = 30, 1000 epochs) reproduces: "
+        "Tr 48.8 → 16.4 as ‖(W1, b1)‖ goes 12.1 → 13.6, alignment 0.56 against 0.52"
     ),
+    expected_failure_modes=("quick",),
 )
 def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
     log = train(p.train, "sam", ctx.seed)[1]

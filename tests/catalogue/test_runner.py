@@ -101,3 +101,25 @@ def test_outcome_evidence_is_json_clean():
         evidence={"a": np.float64(1.5), "b": torch.tensor([1.0, 2.0]), "c": float("nan")},
     )
     assert out.evidence == {"a": 1.5, "b": [1.0, 2.0], "c": "nan"}
+
+
+def test_expected_failure_is_recorded_only_in_its_modes(tmp_path, monkeypatch):
+    base = registry.get(FAST[0])
+    claim = dataclasses.replace(base, expected_failure="too small here", expected_failure_modes=("quick",))
+    monkeypatch.setitem(registry._CLAIMS, claim.id, claim)
+    (quick,) = runner.run_jobs(runner.plan_jobs([claim], "quick", 0), tmp_path / "q")
+    assert quick.expected_failure == "too small here"
+    assert claim.expected_failure_in("full") is None and claim.expected_failure_in("custom") is None
+    with pytest.raises(ValueError, match="expected_failure_modes"):
+        registry.register(
+            id="lyu2022.bad-modes",
+            title="t",
+            statement="s.",
+            source=base.source,
+            source_verdict="holds",
+            params=base.params,
+            quick={},
+            full={},
+            expected_failure="x",
+            expected_failure_modes=("fast",),
+        )(lambda p, ctx: None)
