@@ -7,7 +7,7 @@ directions (``evaluators.interpolation_bounds.min_weighted_lp``), so Υ compares
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -24,6 +24,8 @@ __all__ = [
     "misaligned_directions",
     "optimize_flattest",
     "random_directions",
+    "teacher_dictionary",
+    "noiseless",
 ]
 
 
@@ -136,6 +138,22 @@ def random_directions(problem: MultiIndexProblem, m: int, generator: torch.Gener
     """m directions uniform on the sphere (random features)."""
     g = torch.randn(m, problem.spec.d, generator=generator, dtype=torch.float64).numpy()
     return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def teacher_dictionary(problem: MultiIndexProblem, m: int, generator: torch.Generator) -> np.ndarray:
+    """The rows of Θ* followed by m random unit directions.
+
+    The flattest interpolator over this dictionary (:func:`flattest_on_directions`, certified by
+    its duality gap) stands in for the flattest one: its Υ is an upper bound on the infimum over
+    all directions, and the convex program is free to leave Θ* unused when random directions
+    interpolate more flatly.
+    """
+    return np.vstack([problem.theta_star, random_directions(problem, m, generator)])
+
+
+def noiseless(problem: MultiIndexProblem) -> MultiIndexProblem:
+    """The same problem with label noise 0, to measure excess population loss E(f − σ*(Θ*x))²."""
+    return replace(problem, spec=problem.spec.model_copy(update={"noise": 0.0}))
 
 
 def _upsilon_gradient(problem: MultiIndexProblem, theta: np.ndarray, interp: Interpolator) -> np.ndarray:

@@ -285,8 +285,9 @@ class EoSParams(DynamicsParams):
     quick={**QUICK, "log_points": 60},
     expected_failure=(
         "quick mode's ReLU BN net (η = λ = 0.05) oscillates chaotically past the Edge of Stability: its trailing "
-        "η̃λ1 is 2.36 (≈ 2.3 on one thread: the trajectory depends on the float reduction order), above the band "
-        "(1.8, 2.2), while the linear BN regression sits at 2.00; full mode (η = λ = 0.02) holds at 2.11"
+        "η̃λ1 is 2.36 (with two threads instead of the runner's one the reduction order changes and so does the "
+        "trajectory), above the band (1.8, 2.2), while the linear BN regression sits at 2.00; full mode "
+        "(η = λ = 0.02) holds at 2.11"
     ),
     expected_failure_modes=("quick",),
     full={

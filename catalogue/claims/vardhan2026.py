@@ -19,7 +19,9 @@ from constructions.multi_index import (
     build_multi_index,
     flattest_on_directions,
     misaligned_directions,
+    noiseless,
     random_directions,
+    teacher_dictionary,
 )
 from constructions.specs import IntGrid, MultiIndexSpec, PositiveFloat, PositiveInt, Probability, Spec
 from evaluators import Objective
@@ -385,4 +387,224 @@ def duality_certificate(p: CertificateParams, ctx: ClaimContext) -> Outcome:
                 "rows": rows,
             }
         ],
+    )
+
+
+# --------------------------------------------------------------------------- 3. generalization and noise
+def _interpolators(spec: MultiIndexSpec, gen: torch.Generator, width_factor: float, pop_samples: int, seed: int):
+    """Flattest over Θ* ∪ random directions, bad (misaligned, ρ* = 0) and random-feature flattest on one draw.
+
+    Returns {kind: (Υ, excess population loss E(f − σ*)², relative duality gap)} and the share of
+    |a| the dictionary-flattest puts on the Θ* rows.
+    """
+    problem = build_multi_index(spec, gen)
+    m = round(width_factor * spec.n)
+    kinds = {
+        "flattest (Θ* ∪ random)": flattest_on_directions(problem, teacher_dictionary(problem, m, gen)),
+        "bad (misaligned)": flattest_on_directions(problem, misaligned_directions(problem, m, 0.0, gen)),
+        "random features": flattest_on_directions(problem, random_directions(problem, m, gen)),
+    }
+    clean = noiseless(problem)
+    out = {}
+    for kind, interp in kinds.items():
+        pop = ev.population_loss(interp.predictor(spec.c), clean, samples=pop_samples, seed=seed)
+        out[kind] = (interp.upsilon, pop.value, interp.solution.relative_gap)
+    a = np.abs(kinds["flattest (Θ* ∪ random)"].a)
+    return out, float(a[: spec.m_star].sum() / a.sum())
+
+
+class GeneralizeParams(Spec):
+    sizes: Annotated[tuple[PositiveInt, ...], Field(min_length=3)] = (32, 64, 128, 256, 512)
+    d_over_n: PositiveFloat = 0.5
+    m_star: PositiveInt = 2
+    noise: PositiveFloat = Field(default=0.1, description="low label noise (the theorem's regime)")
+    seeds: PositiveInt = 6
+    width_factor: PositiveFloat = Field(default=2.0, ge=1, description="random directions = width_factor · n")
+    pop_samples: PositiveInt = 20000
+    bootstrap: PositiveInt = 2000
+
+
+@register(
+    id="vardhan2026.flattest-generalize",
+    title="Flattest interpolators of low-noise sums of single-index models generalize better with n; bad ones do not",
+    statement=(
+        "For y = (1/m*) Σ_k relu(θ*_kᵀx) + low noise, the flattest interpolator (over Θ* and 2n random directions) "
+        "has excess population loss decreasing in n (log-log slope CI below 0), while the bad interpolators' stays "
+        "above the loss of the best constant predictor, Var σ*(Θ*x)."
+    ),
+    source=_source("Theorems 3–4"),
+    source_verdict="holds",
+    params=GeneralizeParams,
+    quick={"sizes": (32, 64, 128, 256), "pop_samples": 5000, "bootstrap": 500},
+    full={},
+)
+def flattest_generalize(p: GeneralizeParams, ctx: ClaimContext) -> Outcome:
+    kinds = ("flattest (Θ* ∪ random)", "bad (misaligned)", "random features")
+    pops = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
+    upsilon = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
+    share, gaps = np.zeros((len(p.sizes), p.seeds)), []
+    for i, n in enumerate(p.sizes):
+        spec = MultiIndexSpec(
+            n=n, d=max(2, round(p.d_over_n * n)), c=1, link="sum_single_index", m_star=p.m_star, noise=p.noise
+        )
+        for s in range(p.seeds):
+            out, share[i, s] = _interpolators(
+                spec, ctx.generator(f"gen-n{n}", s), p.width_factor, p.pop_samples, ctx.int_seed(f"pop-n{n}", s)
+            )
+            for k in kinds:
+                upsilon[k][i, s], pops[k][i, s], gap = out[k]
+                gaps.append(abs(gap))
+    flat = pops[kinds[0]]
+    slope, lo, hi = _slope_ci(p.sizes, flat, ctx.rng("bootstrap"), p.bootstrap)
+    problem = build_multi_index(
+        MultiIndexSpec(n=8, d=max(2, round(p.d_over_n * p.sizes[-1])), c=1, link="sum_single_index", m_star=p.m_star),
+        ctx.generator("kappa"),
+    )
+    _, y_clean = problem.sample(p.pop_samples, ctx.generator("kappa-samples"))
+    kappa = float(y_clean.var())
+    bad_min = float(pops[kinds[1]].mean(axis=1).min())
+    verdict = "holds" if hi < 0 and bad_min >= kappa else ("refuted" if lo > 0 or bad_min < kappa else "inconclusive")
+    rows = [
+        [
+            n,
+            round(p.d_over_n * n),
+            *(f"{pops[k][i].mean():.4f}" for k in kinds),
+            *(f"{upsilon[k][i].mean():.3g}" for k in kinds[:2]),
+            f"{share[i].mean():.2f}",
+        ]
+        for i, n in enumerate(p.sizes)
+    ]
+    return Outcome(
+        verdict=verdict,
+        evidence={
+            "flattest_pop_slope": slope,
+            "flattest_pop_slope_ci": [lo, hi],
+            "bad_min_pop_loss": bad_min,
+            "kappa_var_sigma_star": kappa,
+            "max_relative_duality_gap": worst(gaps),
+            "flattest_pop_by_n": flat.mean(axis=1).tolist(),
+            "teacher_share_by_n": share.mean(axis=1).tolist(),
+        },
+        thresholds={"slope_ci_upper_below": 0, "bad_pop_loss_at_least": "Var σ*(Θ*x) (best constant predictor)"},
+        tables=[
+            {
+                "name": "excess population loss E(f − σ*)² and Υ (means over seeds)",
+                "headers": ["n", "d", *(f"pop. {k}" for k in kinds), "Υ flattest", "Υ bad", "Θ* share of |a|"],
+                "rows": rows,
+            }
+        ],
+        figures=[
+            Figure(
+                name="population-loss",
+                title=f"Excess population loss vs n (noise {p.noise:g}, d = n/2)",
+                xlabel="n",
+                ylabel="E(f − σ*)²",
+                logx=True,
+                logy=True,
+                series=[
+                    *(
+                        Series(
+                            label=k, x=list(p.sizes), y=np.exp(np.log(pops[k]).mean(axis=1)).tolist(), style="markers"
+                        )
+                        for k in kinds
+                    ),
+                    Series(label="Var σ* (constant predictor)", y=[kappa], style="hline"),
+                ],
+            )
+        ],
+        notes=(
+            "The flattest interpolator is computed over a dictionary: Θ* plus 2n random unit directions, with outer "
+            "weights from the convex program (certified by its duality gap). That is an upper bound on the infimum "
+            "of Υ over all directions, not the infimum itself: a search over directions outside the dictionary can "
+            "find flatter interpolators (our gradient search stalls at 1.4–1.7× the teacher's Υ; at n = 32 a column "
+            "generation found one flatter than the teacher with poor population loss). The verdict is for the "
+            "dictionary-flattest. With noise, the program spends most of |a| on random directions that fit the "
+            "noise (Θ* share in the table) and the excess loss comes from that noise fit; the decrease is not a "
+            "power law: it levels off at the largest n as the Θ* share keeps falling (evidence.flattest_pop_by_n)."
+        ),
+    )
+
+
+class NoiseParams(Spec):
+    n: PositiveInt = 128
+    d_over_n: PositiveFloat = 0.5
+    m_star: PositiveInt = 2
+    noises: Annotated[tuple[float, ...], Field(min_length=2)] = (0.0, 0.1, 0.3, 1.0)
+    seeds: PositiveInt = 4
+    width_factor: PositiveFloat = Field(default=2.0, ge=1)
+    pop_samples: PositiveInt = 20000
+    bootstrap: PositiveInt = 2000
+
+
+@register(
+    id="vardhan2026.high-noise-limit",
+    title="With large label noise the separation between bad and flattest interpolators shrinks",
+    statement=(
+        "As the label noise grows, Υ(bad)/Υ(flattest) falls towards 1 (paired over the same inputs and directions, "
+        "the log-ratio at the largest noise is below the noiseless one with a bootstrap CI below 0)."
+    ),
+    source=_source("§7 (limitations: high label noise)"),
+    source_verdict="holds",
+    params=NoiseParams,
+    quick={"n": 64, "seeds": 3, "pop_samples": 5000, "bootstrap": 500},
+    full={},
+)
+def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
+    if min(p.noises) != 0 or any(z < 0 for z in p.noises):
+        raise ValueError("noises: must be ≥ 0 and include 0 (the noiseless reference)")
+    d = max(2, round(p.d_over_n * p.n))
+    ratio = np.zeros((len(p.noises), p.seeds))
+    pop_flat, pop_bad = np.zeros_like(ratio), np.zeros_like(ratio)
+    for i, zeta in enumerate(p.noises):
+        spec = MultiIndexSpec(n=p.n, d=d, c=1, link="sum_single_index", m_star=p.m_star, noise=zeta)
+        for s in range(p.seeds):  # the same generator per seed: same inputs, noise draw and directions at every ζ
+            out, _ = _interpolators(
+                spec, ctx.generator("draw", s), p.width_factor, p.pop_samples, ctx.int_seed("pop", s)
+            )
+            (u_flat, pop_flat[i, s], _), (u_bad, pop_bad[i, s], _) = (
+                out["flattest (Θ* ∪ random)"],
+                out["bad (misaligned)"],
+            )
+            ratio[i, s] = u_bad / u_flat
+    order = np.argsort(p.noises)
+    diff = np.log(ratio[order[-1]]) - np.log(ratio[order[0]])  # paired by seed
+    rng = ctx.rng("bootstrap")
+    boot = [rng.choice(diff, len(diff)).mean() for _ in range(p.bootstrap)]
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    verdict = "holds" if hi < 0 else ("refuted" if lo > 0 else "inconclusive")
+    geo = np.exp(np.log(ratio).mean(axis=1))
+    rows = [
+        [f"{z:g}", f"{geo[i]:.3g}", f"{pop_flat[i].mean():.4f}", f"{pop_bad[i].mean():.4f}"]
+        for i, z in enumerate(p.noises)
+    ]
+    return Outcome(
+        verdict=verdict,
+        evidence={
+            "ratio_by_noise": geo.tolist(),
+            "log_ratio_change_ci": [float(lo), float(hi)],
+            "log_ratio_change": float(diff.mean()),
+            "noises": list(p.noises),
+        },
+        thresholds={"holds_if_ci_upper_below": 0, "refuted_if_ci_lower_above": 0},
+        tables=[
+            {
+                "name": f"Υ(bad)/Υ(flattest) and excess population loss vs label noise (n = {p.n}, d = {d})",
+                "headers": ["noise ζ", "Υ(bad)/Υ(flattest) (geo. mean)", "pop. flattest", "pop. bad"],
+                "rows": rows,
+            }
+        ],
+        figures=[
+            Figure(
+                name="ratio-vs-noise",
+                title=f"Υ(bad)/Υ(flattest) vs label noise (n = {p.n})",
+                xlabel="noise ζ",
+                ylabel="ratio",
+                logy=True,
+                series=[
+                    Series(label="geometric mean over seeds", x=list(p.noises), y=geo.tolist(), style="markers"),
+                    Series(label="1", y=[1.0], style="hline"),
+                ],
+            )
+        ],
+        notes="Flattest = over Θ* ∪ 2n random directions (see vardhan2026.flattest-generalize for what that bounds).",
     )

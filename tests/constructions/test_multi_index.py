@@ -9,7 +9,9 @@ from constructions.multi_index import (
     build_multi_index,
     flattest_on_directions,
     misaligned_directions,
+    noiseless,
     random_directions,
+    teacher_dictionary,
 )
 from constructions.specs import MultiIndexSpec
 from evaluators import symmetry_minimized_trace
@@ -72,3 +74,20 @@ def test_problem_is_a_distribution_for_population_loss(gen):
     teacher = aligned_interpolator(p)
     est = population_loss(teacher.predictor(1), p, samples=2000, seed=0)
     assert est.error_kind == "stderr" and est.value == pytest.approx(0.0, abs=1e-20)  # noiseless teacher
+
+
+def test_teacher_dictionary_flattest_uses_the_teacher_without_noise(gen):
+    problem = build_multi_index(MultiIndexSpec(n=24, d=12, m_star=2, link="sum_single_index"), gen)
+    dictionary = teacher_dictionary(problem, 30, gen)
+    assert dictionary.shape == (32, 12) and np.array_equal(dictionary[:2], problem.theta_star)
+    interp = flattest_on_directions(problem, dictionary)
+    np.testing.assert_allclose(interp.predict(problem.x, 1), problem.y, atol=1e-8)
+    assert interp.upsilon <= aligned_interpolator(problem).upsilon * (1 + 1e-9)
+
+
+def test_noiseless_keeps_inputs_and_drops_label_noise(gen):
+    problem = build_multi_index(MultiIndexSpec(n=10, d=4, noise=0.5), gen)
+    clean = noiseless(problem)
+    assert clean.spec.noise == 0 and np.array_equal(clean.x, problem.x) and problem.spec.noise == 0.5
+    x, y = clean.sample(50, gen)
+    np.testing.assert_allclose(y.numpy(), clean.labels(x.numpy()))
