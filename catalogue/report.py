@@ -48,10 +48,18 @@ def format_value(value: Any, digits: int = 4, max_items: int = 6) -> str:
     return str(value)
 
 
+def flat_items(evidence: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted key, value) pairs with nested dicts flattened: ``{"sam": {"trace": 2}}`` → ``sam.trace``."""
+    items = []
+    for k, v in evidence.items():
+        items += flat_items(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)]
+    return items
+
+
 def _key_evidence(record: Record) -> str:
     if record.error:
         return f"error: {record.error}"
-    items = [(k, v) for k, v in record.evidence.items() if not isinstance(v, list | dict)][:KEY_EVIDENCE]
+    items = [(k, v) for k, v in flat_items(record.evidence) if not isinstance(v, list)][:KEY_EVIDENCE]
     return "; ".join(f"{k} = {format_value(v)}" for k, v in items)
 
 
@@ -118,7 +126,7 @@ def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[s
     if record.notes:
         lines += [record.notes, ""]
     if record.evidence:
-        rows = [[f"`{k}`", format_value(v)] for k, v in record.evidence.items()]
+        rows = [[f"`{k}`", format_value(v)] for k, v in flat_items(record.evidence)]
         lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]
     if record.thresholds:
         rows = [[f"`{k}`", format_value(v)] for k, v in record.thresholds.items()]

@@ -1,6 +1,6 @@
 from catalogue import registry, runner, store
 from catalogue.claim import Figure, Series
-from catalogue.report import write_report
+from catalogue.report import flat_items, write_report
 
 
 def test_report_from_results_dir(tmp_path):
@@ -27,3 +27,8 @@ def test_report_from_results_dir(tmp_path):
     png = tmp_path / "report" / "figures" / f"{records[0].claim_id}-curve.png"
     assert png.exists() and png.stat().st_size > 1000
     assert f"](report/figures/{png.name})" in text
+
+
+def test_nested_evidence_is_flattened_with_dotted_keys():
+    evidence = {"sam": {"trace": 2.0, "per_run": [1, 2]}, "flatter": True}
+    assert flat_items(evidence) == [("sam.trace", 2.0), ("sam.per_run", [1, 2]), ("flatter", True)]
