@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 
 from constructions.xor import TwoLayerNet, simbn_scale
+from evaluators import Objective, hessian_trace
 
 __all__ = [
     "ARCHITECTURES",
@@ -270,6 +271,8 @@ class TrainingLog:
     test_mse: torch.Tensor
     alignment: torch.Tensor
     first_layer_norm: torch.Tensor  # ‖(W1, b1)‖_F
+    hessian_trace: torch.Tensor  # run 0: Tr ∇²L by the Hutch++ evaluator (NaN when not requested)
+    hessian_trace_stderr: torch.Tensor
     steps: int  # optimizer steps per run
     seconds: float
 
@@ -295,15 +298,21 @@ def train_xor(
     rho_late: tuple[int, float] | None = None,
     weight_decay: float = 0.0,
     log_points: int = 24,
+    hessian_samples: int = 0,
 ) -> TrainingLog:
     """Train ``nets`` in place by 1-SAM or GD+WD and log the curves at ~geometric epochs.
 
     Args:
         rho_late: ``(epoch, ρ')``: switch SAM's radius to ρ' from that epoch on (Table 2, bias net).
         log_points: number of logged epochs besides 0 and the last.
+        hessian_samples: if > 0, also log run 0's Tr ∇²L from the Hutch++ evaluator with this many
+            Hessian-vector products (the Gauss–Newton trace equals it only at interpolation for
+            Sim-LN and Sim-BN).
     """
     marks = set(log_epochs(epochs, log_points))
-    rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("loss", "trace", "err", "se", "mse", "align", "norm")}
+    rows: dict[str, list[torch.Tensor]] = {
+        k: [] for k in ("loss", "trace", "err", "se", "mse", "align", "norm", "hutch", "hutch_se")
+    }
     logged: list[int] = []
     start = time.perf_counter()
     for epoch in range(epochs + 1):
@@ -320,6 +329,13 @@ def train_xor(
             rows["align"].append(neuron_alignment(nets))
             first = nets.w1.pow(2).sum((1, 2)) + (0 if nets.b1 is None else nets.b1.pow(2).sum(1))
             rows["norm"].append(first.sqrt())
+            est = (
+                hessian_trace(Objective(nets.module(0), x, y), method="hutch++", samples=hessian_samples, seed=epoch)
+                if hessian_samples
+                else None
+            )
+            rows["hutch"].append(torch.tensor(math.nan if est is None else est.value))
+            rows["hutch_se"].append(torch.tensor(math.nan if est is None else est.error))
             logged.append(epoch)
         if epoch == epochs:
             break
@@ -342,6 +358,8 @@ def train_xor(
         stack("mse"),
         stack("align"),
         stack("norm"),
+        torch.stack(rows["hutch"]),
+        torch.stack(rows["hutch_se"]),
         steps=epochs * (1 if method == "gd" else len(x)),
         seconds=seconds,
     )

@@ -48,7 +48,7 @@ class TrainConfig(Spec):
     arch: Literal["nobias", "bias", "simbn", "simln"]
     scenario: XorSpec = XorSpec(d=30, n=100)
     width: PositiveInt = 500
-    runs: PositiveInt = 2
+    runs: PositiveInt = 4
     sam_lr: PositiveFloat = 0.01
     sam_rho: PositiveFloat = 0.05
     sam_rho_late: tuple[PositiveInt, PositiveFloat] | None = None
@@ -60,6 +60,7 @@ class TrainConfig(Spec):
     simln_eps: PositiveFloat = 0.01
     test_samples: PositiveInt = 4000
     log_points: PositiveInt = 24
+    hessian_samples: int = Field(60, ge=0, description="Hutch++ HVPs for run 0's Tr ∇²L at each log (0: off)")
 
 
 class Thresholds(Spec):
@@ -71,7 +72,9 @@ class Thresholds(Spec):
 @functools.lru_cache(maxsize=16)
 def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tuple[XorNets, TrainingLog, object]:
     """Train ``cfg.runs`` nets by ``method``; returns the nets, the log and the data. Do not mutate them."""
-    seed = seeding.spec_hash(cfg)
+    # the evaluator's probes do not touch the training: leaving them out of the hash keeps the runs
+    # (data, init, sample order) identical whether or not they are logged
+    seed = seeding.spec_hash(cfg.model_dump(mode="json", exclude={"hessian_samples"}))
     data = build_xor(cfg.scenario, seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, "xor")))
     test_x, test_y = data.sample(
         cfg.test_samples, seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, "test"))
@@ -91,7 +94,16 @@ def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tup
     else:
         schedule = {"lr": cfg.gd_lr, "weight_decay": cfg.weight_decay, "epochs": cfg.gd_steps}
     log = train_xor(
-        nets, data.x, data.y, test_x, test_y, method=method, generator=order, log_points=cfg.log_points, **schedule
+        nets,
+        data.x,
+        data.y,
+        test_x,
+        test_y,
+        method=method,
+        generator=order,
+        log_points=cfg.log_points,
+        hessian_samples=cfg.hessian_samples,
+        **schedule,
     )
     return nets, log, data
 
@@ -122,26 +134,46 @@ def _generalization_verdict(final: dict[str, float], t: Thresholds) -> str:
     return "refuted" if final["test_error"] >= t.fails_above else "inconclusive"
 
 
+def _trace_infimum(cfg: TrainConfig) -> float | None:
+    """inf Tr ∇²L over interpolators on XOR: 4√(d+1) (bias, Thm 4.1), 2 (Sim-LN, small ϵ, Thm 5.1), 4 (Sim-BN)."""
+    return {"bias": 4 * (cfg.scenario.d + 1) ** 0.5, "simln": 2.0, "simbn": 4.0}.get(cfg.arch)
+
+
 def _curves(name: str, cfg: TrainConfig, logs: dict[str, TrainingLog]) -> list[Figure]:
     """Paper Figs 1/4/6: train loss, Tr ∇²L and test error against epochs (mean over runs), per method."""
     panels = [("loss", "train loss", "train_loss", True), ("trace", "Tr ∇²L (Gauss–Newton)", "trace", True)]
     panels.append(("test-error", "0-1 test error", "test_error", False))
-    arch = ARCH_NAMES[cfg.arch]
-    return [
-        Figure(
-            name=f"{name}-{slug}",
-            title=f"{arch}, d = {cfg.scenario.d}, n = {cfg.scenario.n}, m = {cfg.width}: {label}",
-            xlabel="epoch (GD+WD: one full-batch step per epoch)",
-            ylabel=label,
-            series=[
-                Series(label=method, x=[max(e, 0.5) for e in log.epochs], y=getattr(log, field).mean(0).tolist())
+    infimum = _trace_infimum(cfg)
+    figures = []
+    for slug, label, field, logy in panels:
+        series = [
+            Series(label=method, x=[e + 1 for e in log.epochs], y=getattr(log, field).mean(0).tolist())
+            for method, log in logs.items()
+        ]
+        if field == "trace":
+            series += [
+                Series(
+                    label=f"{method}: Tr ∇²L, Hutch++ (run 0)",
+                    x=[e + 1 for e in log.epochs],
+                    y=log.hessian_trace.tolist(),
+                    style="markers",
+                )
                 for method, log in logs.items()
-            ],
-            logx=True,
-            logy=logy,
+            ]
+        if field == "trace" and infimum is not None:
+            series.append(Series(label=f"infimum over interpolators {infimum:.4g}", y=[infimum], style="hline"))
+        figures.append(
+            Figure(
+                name=f"{name}-{slug}",
+                title=f"{ARCH_NAMES[cfg.arch]} (d = {cfg.scenario.d}, n = {cfg.scenario.n}, m = {cfg.width})",
+                xlabel="epoch + 1 (GD+WD: one full-batch step per epoch)",
+                ylabel=label,
+                series=series,
+                logx=True,
+                logy=logy,
+            )
         )
-        for slug, label, field, logy in panels
-    ]
+    return figures
 
 
 def _exact_trace_check(cfg: TrainConfig, user_seed: int) -> dict[str, float]:
@@ -156,7 +188,14 @@ class ArchParams(Spec):
     thresholds: Thresholds = Thresholds()
 
 
-QUICK_SMALL = {"scenario": {"d": 10, "n": 60}, "width": 100, "sam_epochs": 150, "gd_steps": 3000, "log_points": 10}
+QUICK_SMALL = {
+    "scenario": {"d": 10, "n": 60},
+    "width": 100,
+    "runs": 2,
+    "sam_epochs": 150,
+    "gd_steps": 3000,
+    "log_points": 10,
+}
 
 
 @register(
@@ -191,13 +230,15 @@ def _sam_outcome(name: str, p: ArchParams, ctx: ClaimContext, extra_verdicts=(),
 
 
 BIAS_FULL = {"arch": "bias", "sam_epochs": 3000, "sam_rho_late": (1500, 0.1)}
-BIAS_QUICK = {"arch": "bias", "sam_epochs": 300, "sam_rho_late": (150, 0.1), "log_points": 10}
+BIAS_QUICK = {"arch": "bias", "runs": 2, "sam_epochs": 300, "sam_rho_late": (150, 0.1), "log_points": 10}
 SIMLN = {"arch": "simln", "sam_lr": 0.1, "sam_rho": 0.1, "gd_lr": 0.1, "first_layer_scale": 0.01}
-SIMBN_FULL = {"arch": "simbn", "width": 100, "sam_epochs": 1000, "gd_steps": 5000}
+SIMLN_QUICK = {**SIMLN, "width": 100, "runs": 2, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10}
+SIMBN_FULL = {"arch": "simbn", "width": 100, "runs": 2, "sam_epochs": 1000, "gd_steps": 5000}
 SIMBN_QUICK = {
     "arch": "simbn",
     "scenario": {"d": 10, "n": 40},
     "width": 32,
+    "runs": 2,
     "sam_epochs": 100,
     "gd_steps": 2000,
     "log_points": 10,
@@ -258,7 +299,7 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
         verdict = "refuted"
     else:
         verdict = "inconclusive"
-    bound = 4 * (p.train.scenario.d + 1) ** 0.5
+    bound = _trace_infimum(p.train)
     return Outcome(
         verdict=verdict,
         evidence={
@@ -287,7 +328,7 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     source=_source("Table 1 (Sim-LN: 1-SAM ✓), Table 2, Figure 6"),
     source_verdict="holds",
     params=ArchParams,
-    quick={"train": {**SIMLN, "width": 100, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10}},
+    quick={"train": SIMLN_QUICK},
     full={"train": SIMLN},
     expected_failure=(
         "quick mode (m = 100, 300 epochs) is too short: 1-SAM interpolates at Tr ≈ 2.1 (the infimum is 2) but its "
@@ -508,7 +549,7 @@ def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int 
         "nobias": {"arch": "nobias", **QUICK_SMALL},
         "bias": BIAS_QUICK,
         "simbn": SIMBN_QUICK,
-        "simln": {**SIMLN, "width": 100, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10},
+        "simln": SIMLN_QUICK,
     },
     full={"nobias": {"arch": "nobias"}, "bias": BIAS_FULL, "simbn": SIMBN_FULL, "simln": SIMLN},
 )

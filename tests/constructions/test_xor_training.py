@@ -162,3 +162,26 @@ def test_train_xor_logs_curves_and_is_reproducible(data, gen):
 def test_unknown_architecture_is_rejected(gen):
     with pytest.raises(ValueError, match="arch must be one of"):
         init_xor_nets("resnet", 1, 2, 2, gen)
+
+
+def test_logged_evaluator_trace_agrees_with_the_gauss_newton_trace(data, gen):
+    """For the bias net GN = Tr ∇²L everywhere, so Hutch++ must agree within its error bar (5 stderr)."""
+    x_test, y_test = data.sample(20, gen)
+    nets = init_xor_nets("bias", 1, WIDTH, D, gen)
+    log = train_xor(
+        nets,
+        data.x,
+        data.y,
+        x_test,
+        y_test,
+        method="gd",
+        lr=0.05,
+        epochs=3,
+        generator=gen,
+        log_points=2,
+        hessian_samples=30,
+    )
+    assert torch.all(log.hessian_trace_stderr > 0)
+    assert torch.all((log.hessian_trace - log.trace[0]).abs() <= 5 * log.hessian_trace_stderr + 1e-9)
+    off = train_xor(nets, data.x, data.y, x_test, y_test, method="gd", lr=0.05, epochs=1, generator=gen)
+    assert torch.isnan(off.hessian_trace).all()
