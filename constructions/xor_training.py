@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -38,6 +38,7 @@ __all__ = [
     "sam_step_autograd",
     "gd_weight_decay_step",
     "train_xor",
+    "log_epochs",
 ]
 
 Architecture = Literal["nobias", "bias", "simbn", "simln"]
@@ -61,12 +62,6 @@ class XorNets:
 
     def tensors(self) -> list[torch.Tensor]:
         return [t for t in (self.w1, self.b1, self.w2, self.gamma) if t is not None]
-
-    def clone(self) -> XorNets:
-        def copy(t):
-            return None if t is None else t.clone()
-
-        return replace(self, w1=self.w1.clone(), b1=copy(self.b1), w2=self.w2.clone(), gamma=copy(self.gamma))
 
     def module(self, run: int) -> TwoLayerNet:
         """Run ``run`` as a float64 ``TwoLayerNet`` for the evaluators (Sim-BN: evaluate on the training set)."""

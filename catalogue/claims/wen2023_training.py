@@ -18,7 +18,7 @@ from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.registry import register
 from catalogue.verdicts import combine
 from constructions.specs import NonNegativeFloat, PositiveFloat, PositiveInt, Spec, XorSpec
-from constructions.xor import build_xor
+from constructions.xor import XorData, build_xor
 from constructions.xor_training import TrainingLog, XorNets, init_xor_nets, train_xor
 from evaluators import Objective, hessian_trace
 
@@ -70,7 +70,7 @@ class Thresholds(Spec):
 
 
 @functools.lru_cache(maxsize=16)
-def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tuple[XorNets, TrainingLog, object]:
+def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tuple[XorNets, TrainingLog, XorData]:
     """Train ``cfg.runs`` nets by ``method``; returns the nets, the log and the data. Do not mutate them."""
     # the evaluator's probes do not touch the training: leaving them out of the hash keeps the runs
     # (data, init, sample order) identical whether or not they are logged
