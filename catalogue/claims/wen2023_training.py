@@ -346,10 +346,12 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     quick={"train": SIMLN_QUICK},
     full={"train": SIMLN},
     expected_failure=(
-        "quick mode (m = 100, 300 epochs) is too short: 1-SAM interpolates at Tr ≈ 2.1 (the infimum is 2) but its "
-        "test error is 0.059, between the thresholds; full mode (m = 500, 1000 epochs) reproduces with 0.044"
+        "1-SAM interpolates (train MSE ≤ 2e-4) at a Gauss–Newton trace of 2.07, next to the infimum 2, but its test "
+        "error stays between the thresholds: 0.058 over 4 runs in full mode (m = 500, 1000 epochs; 0.044 with 2 "
+        "runs), 0.059 in quick mode; the paper's near-perfect generalization is not reached within our epochs (it "
+        "runs 10⁵). The Hessian trace there is 2.79 ± 0.01 (Hutch++): off exact interpolation the curvature of the "
+        "normalization adds to the Gauss–Newton part"
     ),
-    expected_failure_modes=("quick",),
 )
 def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome("simln", p, ctx)
