@@ -141,22 +141,26 @@ def _trace_infimum(cfg: TrainConfig) -> float | None:
 
 def _curves(name: str, cfg: TrainConfig, logs: dict[str, TrainingLog]) -> list[Figure]:
     """Paper Figs 1/4/6: train loss, Tr ∇²L and test error against epochs (mean over runs), per method."""
-    panels = [("loss", "train loss", "train_loss", True), ("trace", "Tr ∇²L (Gauss–Newton)", "trace", True)]
+    panels = [("loss", "train loss", "train_loss", True), ("trace", "Tr ∇²L", "trace", True)]
     panels.append(("test-error", "0-1 test error", "test_error", False))
     infimum = _trace_infimum(cfg)
     figures = []
     for slug, label, field, logy in panels:
         series = [
-            Series(label=method, x=[e + 1 for e in log.epochs], y=getattr(log, field).mean(0).tolist())
+            Series(
+                label=f"{method}: Gauss–Newton (mean)" if field == "trace" else method,
+                x=[e + 1 for e in log.epochs],
+                y=getattr(log, field).mean(0).tolist(),
+            )
             for method, log in logs.items()
         ]
-        if field == "trace":
+        if field == "trace":  # Hutch++ of the full Hessian; off interpolation it can be ≤ 0 (not drawn on a log axis)
             series += [
                 Series(
-                    label=f"{method}: Tr ∇²L, Hutch++ (run 0)",
+                    label=f"{method}: Hessian, Hutch++ (run 0)",
                     x=[e + 1 for e in log.epochs],
                     y=log.hessian_trace.tolist(),
-                    style="markers",
+                    style="scatter",
                 )
                 for method, log in logs.items()
             ]
