@@ -6,7 +6,7 @@ from typing import Annotated
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from scipy.optimize import minimize
 from torch import nn
 
@@ -23,7 +23,15 @@ from constructions.multi_index import (
     random_directions,
     teacher_dictionary,
 )
-from constructions.specs import IntGrid, MultiIndexSpec, PositiveFloat, PositiveInt, Probability, Spec
+from constructions.specs import (
+    IntGrid,
+    MultiIndexSpec,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    Spec,
+)
 from evaluators import Objective
 from evaluators.interpolation_bounds import homogeneous_features, l2_route_bound
 
@@ -413,15 +421,21 @@ def _interpolators(spec: MultiIndexSpec, gen: torch.Generator, width_factor: flo
     return out, float(a[: spec.m_star].sum() / a.sum())
 
 
-class GeneralizeParams(Spec):
-    sizes: Annotated[tuple[PositiveInt, ...], Field(min_length=3)] = (32, 64, 128, 256, 512)
+class _DictionaryParams(Spec):
+    """Sum of m* single-index ReLU teachers, d = d_over_n · n, interpolators on width_factor · n directions."""
+
     d_over_n: PositiveFloat = 0.5
     m_star: PositiveInt = 2
-    noise: PositiveFloat = Field(default=0.1, description="low label noise (the theorem's regime)")
-    seeds: PositiveInt = 6
+    seeds: PositiveInt = 4
     width_factor: PositiveFloat = Field(default=2.0, ge=1, description="random directions = width_factor · n")
     pop_samples: PositiveInt = 20000
     bootstrap: PositiveInt = 2000
+
+
+class GeneralizeParams(_DictionaryParams):
+    sizes: Annotated[tuple[PositiveInt, ...], Field(min_length=3)] = (32, 64, 128, 256, 512)
+    noise: PositiveFloat = Field(default=0.1, description="low label noise (the theorem's regime)")
+    seeds: PositiveInt = 6
 
 
 @register(
@@ -525,15 +539,16 @@ def flattest_generalize(p: GeneralizeParams, ctx: ClaimContext) -> Outcome:
     )
 
 
-class NoiseParams(Spec):
+class NoiseParams(_DictionaryParams):
     n: PositiveInt = 128
-    d_over_n: PositiveFloat = 0.5
-    m_star: PositiveInt = 2
-    noises: Annotated[tuple[float, ...], Field(min_length=2)] = (0.0, 0.1, 0.3, 1.0)
-    seeds: PositiveInt = 4
-    width_factor: PositiveFloat = Field(default=2.0, ge=1)
-    pop_samples: PositiveInt = 20000
-    bootstrap: PositiveInt = 2000
+    noises: Annotated[tuple[NonNegativeFloat, ...], Field(min_length=2)] = (0.0, 0.1, 0.3, 1.0)
+
+    @field_validator("noises")
+    @classmethod
+    def _has_noiseless_reference(cls, noises: tuple[float, ...]) -> tuple[float, ...]:
+        if 0 not in noises:
+            raise ValueError("must include 0, the noiseless reference")
+        return noises
 
 
 @register(
@@ -550,8 +565,6 @@ class NoiseParams(Spec):
     full={},
 )
 def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
-    if min(p.noises) != 0 or any(z < 0 for z in p.noises):
-        raise ValueError("noises: must be ≥ 0 and include 0 (the noiseless reference)")
     d = max(2, round(p.d_over_n * p.n))
     ratio = np.zeros((len(p.noises), p.seeds))
     pop_flat, pop_bad = np.zeros_like(ratio), np.zeros_like(ratio)
