@@ -304,11 +304,11 @@ def train_xor(
             Hessian-vector products (the Gauss–Newton trace equals it only at interpolation for
             Sim-LN and Sim-BN).
     """
-    marks = set(log_epochs(epochs, log_points))
+    logged = log_epochs(epochs, log_points)
+    marks = set(logged)
     rows: dict[str, list[torch.Tensor]] = {
         k: [] for k in ("loss", "trace", "err", "se", "mse", "align", "norm", "hutch", "hutch_se")
     }
-    logged: list[int] = []
     start = time.perf_counter()
     for epoch in range(epochs + 1):
         if epoch in marks:
@@ -331,7 +331,6 @@ def train_xor(
             )
             rows["hutch"].append(torch.tensor(math.nan if est is None else est.value))
             rows["hutch_se"].append(torch.tensor(math.nan if est is None else est.error))
-            logged.append(epoch)
         if epoch == epochs:
             break
         if method == "gd":
