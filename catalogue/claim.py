@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from catalogue import seeding
+from catalogue.parallel import Execution
 from constructions.specs import Spec
 
 __all__ = [
@@ -156,11 +158,15 @@ def jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ClaimContext:
-    """What a check gets besides its parameters: the seeding of this run."""
+    """What a check gets besides its parameters: the seeding of this run, where it may keep files
+    (``artifacts``: the records directory, None when there is none), and how it may parallelize
+    (``execution``, used only by claims registered with ``parallel=True``)."""
 
     spec_hash: str
     seed: int
     mode: str
+    artifacts: Path | None = None
+    execution: Execution = field(default_factory=Execution)
 
     def seed_for(self, tag: str, repetition: int = 0) -> int:
         """The derived seed for one named random draw of this run."""
@@ -185,7 +191,8 @@ class Claim:
     ``verdict == source_verdict``. ``expected_failure`` holds the measured reason when the claim
     honestly does not reproduce (the test suite marks it xfail, the report says so), in the modes
     named by ``expected_failure_modes`` (a quick configuration can be too small for an effect
-    that the full one shows, or the other way round).
+    that the full one shows, or the other way round). A ``parallel`` claim spreads its own work
+    over ``ctx.execution``; the runner gives it all the workers and runs it alone.
     """
 
     id: str
@@ -199,6 +206,7 @@ class Claim:
     check: Callable[[Any, ClaimContext], Outcome]
     expected_failure: str | None = None
     expected_failure_modes: tuple[str, ...] = ("quick", "full")
+    parallel: bool = False
 
     def expected_failure_in(self, mode: str) -> str | None:
         """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""

@@ -300,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--quick", action="store_true", help="small parameter sets (seconds per claim)")
     mode.add_argument("--full", action="store_true", help="full parameter sets (the default)")
     p.add_argument("--seed", type=int, default=None, help="user seed mixed into every derived seed (default 0)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel workers (-1: all cores)")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="parallel workers, across claims and across a population's models (-1: all)"
+    )
     p.add_argument("--backend", choices=["loky", "dask"], default="loky")
     p.add_argument("--scheduler", metavar="ADDR", help="dask scheduler address (default: a LocalCluster)")
     p.add_argument("--out", default="results", help="records directory (default results/)")

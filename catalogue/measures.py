@@ -14,7 +14,7 @@ from torch import nn
 import evaluators as ev
 from evaluators import Estimate, Objective
 
-__all__ = ["Measure", "PANEL", "panel_for"]
+__all__ = ["Measure", "PANEL", "INVARIANCE", "panel_for"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,37 @@ PANEL: tuple[Measure, ...] = (
 def panel_for(obj: Objective) -> list[Measure]:
     """The measures of the panel that apply to ``obj``."""
     return [m for m in PANEL if m.applies(obj)]
+
+
+# What theory predicts: True = invariant, False = changes, None = no exact prediction (not scored).
+# Invariance of adaptive (c = |θ|), Fisher–Rao and relative flatness follows from θ' = Dθ with D
+# diagonal positive: the loss, its gradient (D⁻¹∇) and Hessian (D⁻¹HD⁻¹) transform so that each
+# measure is unchanged. Permutations leave every deterministic measure unchanged; Monte Carlo
+# measures only in distribution (their fixed draws are not permuted), scored within 4 standard
+# errors where one is reported. Path norms ignore biases and are unchanged by T_α and per-neuron
+# rescaling, not by input scaling.
+T, F, N = True, False, None
+INVARIANCE: dict[str, dict[str, bool | None]] = {
+    "lambda_max": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "trace": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "eps_sharpness_1e-3": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "adaptive_worst_linf": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "adaptive_worst_l2": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "adaptive_average": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "asam_abs+eta_linf": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "relative_flatness_layer1": dict(
+        layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T
+    ),
+    "fisher_rao": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
+    "pacbayes_sigma_inv2": dict(layer_T_alpha=F, neuron_alpha=F, permutation=N, input_scale=F, bn_scale=F, ln_scale=F),
+    "pacbayes_mag_sigma_inv2": dict(
+        layer_T_alpha=N, neuron_alpha=N, permutation=N, input_scale=N, bn_scale=N, ln_scale=N
+    ),
+    "spherical_sharpness": dict(bn_scale=T, ln_scale=T),
+    # Υ (Vardhan et al. 2026, Lemma 1) is the minimum over the per-neuron orbit: invariant to it by
+    # construction; input scaling multiplies it by the scale (κ_j ∝ c², |u_j| ∝ 1/c for ReLU)
+    "symmetry_min_trace": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
+    "param_l2_norm": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
+    "path_norm": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
+    "spectral_product": dict(layer_T_alpha=T, neuron_alpha=F, permutation=T, input_scale=F),
+}

@@ -38,6 +38,7 @@ def register(
     full: dict[str, Any],
     expected_failure: str | None = None,
     expected_failure_modes: tuple[str, ...] = ("quick", "full"),
+    parallel: bool = False,
 ) -> Callable:
     """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
 
@@ -66,6 +67,7 @@ def register(
             check=check,
             expected_failure=expected_failure,
             expected_failure_modes=expected_failure_modes,
+            parallel=parallel,
         )
         return check
 

@@ -109,6 +109,16 @@ def _draw(figure: Figure, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _data_link(value: Any, report_dir: Path) -> str | None:
+    """A CSV named in the evidence (a per-model table) is copied next to the report and linked."""
+    if not (isinstance(value, str) and value.endswith(".csv") and Path(value).is_file()):
+        return None
+    target = report_dir / "report" / "data" / Path(value).name
+    atomic_write_text(target, Path(value).read_text(encoding="utf-8"))
+    rel = os.path.relpath(target, report_dir)
+    return f"[{Path(value).name}]({rel})"
+
+
 def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[str]:
     lines = [f"### `{record.claim_id}` — {VERDICT_MARK[record.verdict]}", ""]
     lines += [f"**{record.title}**", "", f"> {record.statement}", ""]
@@ -126,7 +136,7 @@ def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[s
     if record.notes:
         lines += [record.notes, ""]
     if record.evidence:
-        rows = [[f"`{k}`", format_value(v)] for k, v in flat_items(record.evidence)]
+        rows = [[f"`{k}`", _data_link(v, report_dir) or format_value(v)] for k, v in flat_items(record.evidence)]
         lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]
     if record.thresholds:
         rows = [[f"`{k}`", format_value(v)] for k, v in record.thresholds.items()]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
+import functools
 import json
-import os
 import platform
 import time
 import traceback
@@ -21,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from catalogue import registry, seeding, store
 from catalogue.claim import Claim, ClaimContext, Record
+from catalogue.parallel import Execution, map_unordered
 from constructions.specs import Spec
 
 __all__ = ["Job", "plan_jobs", "run_job", "run_jobs", "versions"]
@@ -63,27 +63,28 @@ def plan_jobs(claims: Sequence[Claim], mode: str, seed: int, params: Spec | None
     return [Job(c.id, seeding.canonical_json(c.spec_for(mode)), mode, seed) for c in claims]
 
 
-def run_job(job: Job) -> Record:
+def run_job(job: Job, out_dir: Path | str | None = None, execution: Execution | None = None) -> Record:
     """Run one claim and return its record; an exception becomes ``verdict="error"``.
 
     Every claim runs on one torch thread and one BLAS thread: multithreaded reductions change
     round-off with the thread count, and the same spec must give the same numbers whether it runs
-    alone or beside others (``--jobs`` parallelizes across claims instead).
+    alone or beside others (``--jobs`` parallelizes across claims, and inside ``parallel`` claims).
+    ``out_dir`` is where the claim may keep files (its ``ctx.artifacts``).
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
-            return _run_job(job)
+            return _run_job(job, None if out_dir is None else Path(out_dir), execution or Execution())
     finally:
         torch.set_num_threads(previous)
 
 
-def _run_job(job: Job) -> Record:
+def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
     claim = registry.get(job.claim_id)
     params = claim.params.model_validate_json(job.params_json)
     digest = job.spec_hash
-    ctx = ClaimContext(spec_hash=digest, seed=job.seed, mode=job.mode)
+    ctx = ClaimContext(spec_hash=digest, seed=job.seed, mode=job.mode, artifacts=out_dir, execution=execution)
     start = time.perf_counter()
     common = dict(
         claim_id=claim.id,
@@ -144,21 +145,6 @@ def _is_current(record: Record | None, job: Job) -> bool:
     )
 
 
-@contextlib.contextmanager
-def _dask_client(scheduler: str | None):
-    from dask.distributed import Client, LocalCluster
-
-    if scheduler:
-        with Client(scheduler) as client:
-            yield client
-    else:
-        with (
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster,
-            Client(cluster) as client,
-        ):
-            yield client
-
-
 def run_jobs(
     jobs: Sequence[Job],
     out_dir: Path | str,
@@ -173,9 +159,12 @@ def run_jobs(
     """Run ``jobs`` and write each record to ``out_dir`` as soon as it finishes.
 
     With ``resume``, a job whose stored record has the same spec hash, seed and mode (and is not
-    an error) is skipped. ``n_jobs > 1`` or ``backend="dask"`` runs through joblib; a
-    KeyboardInterrupt leaves every finished record on disk.
+    an error) is skipped. ``n_jobs > 1`` or ``backend="dask"`` runs through joblib: claims
+    registered as ``parallel`` run first, one at a time, each spreading its own tasks over all the
+    workers; the others then run side by side. A KeyboardInterrupt leaves every finished record on
+    disk.
     """
+    execution = Execution(n_jobs, backend, scheduler)
     out_dir = Path(out_dir)
     todo = []
     for job in jobs:
@@ -185,7 +174,7 @@ def run_jobs(
         else:
             todo.append(job)
     records = []
-    for record in _execute(todo, n_jobs, backend, scheduler):
+    for record in _execute(todo, out_dir, execution):
         try:
             store.write_record(out_dir, record)
         except (TypeError, ValueError) as exc:  # a record that cannot be serialized becomes an error record
@@ -207,21 +196,13 @@ def run_jobs(
     return records
 
 
-def _execute(jobs: Sequence[Job], n_jobs: int, backend: str, scheduler: str | None) -> Iterator[Record]:
-    if not jobs:
+def _execute(jobs: Sequence[Job], out_dir: Path, execution: Execution) -> Iterator[Record]:
+    inside = [job for job in jobs if registry.get(job.claim_id).parallel]
+    for job in inside:
+        yield run_job(job, out_dir, execution)
+    rest = [job for job in jobs if job not in inside]
+    if execution.serial:
+        for job in rest:
+            yield run_job(job, out_dir)
         return
-    if backend not in ("loky", "dask"):
-        raise ValueError(f"backend must be 'loky' or 'dask', got {backend!r}")
-    if backend == "loky" and n_jobs == 1:
-        for job in jobs:
-            yield run_job(job)
-        return
-    from joblib import Parallel, delayed, parallel_config
-
-    workers = n_jobs if n_jobs > 0 else os.cpu_count() or 1
-    tasks = (delayed(run_job)(job) for job in jobs)
-    if backend == "dask":
-        with _dask_client(scheduler), parallel_config(backend="dask"):
-            yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(tasks)
-    else:
-        yield from Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(tasks)
+    yield from map_unordered(functools.partial(run_job, out_dir=out_dir), rest, execution)

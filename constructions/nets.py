@@ -14,6 +14,7 @@ def mlp(
     outputs: int = 1,
     *,
     bias: bool = True,
+    output_bias: bool | None = None,
     activation: str = "relu",
     batchnorm: bool = False,
     layernorm: bool = False,
@@ -24,6 +25,8 @@ def mlp(
     """``Linear → [BatchNorm1d | LayerNorm] → act → … → Linear`` with PyTorch's default (Kaiming-uniform) init.
 
     The initialization is drawn from ``generator`` so the net is a function of the seed alone.
+    ``output_bias`` (default: ``bias``) sets the last layer's bias alone, e.g. hidden biases
+    without an output bias as in Wen, Li, Ma 2023.
     BatchNorm has no affine parameters and, by default, ``eps = 1e-300`` (torch refuses 0): it
     only normalizes, which makes the weights (and bias) before it scale-invariant to float64
     round-off (PyTorch's default eps = 1e-5 breaks that at small weight norms). ``layernorm``
@@ -39,7 +42,7 @@ def mlp(
         if layernorm:
             layers.append(nn.LayerNorm(fan_out, eps=batchnorm_eps, elementwise_affine=False, dtype=dtype))
         layers.append(act())
-    layers.append(nn.Linear(widths[-1], outputs, bias=bias, dtype=dtype))
+    layers.append(nn.Linear(widths[-1], outputs, bias=bias if output_bias is None else output_bias, dtype=dtype))
     net = nn.Sequential(*layers)
     with torch.no_grad():
         for layer in net:

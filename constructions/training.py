@@ -1,4 +1,5 @@
-"""Minimizers for the scenarios: full-batch L-BFGS in float64, and GD+WD on scale-invariant weights."""
+"""Minimizers for the scenarios: full-batch L-BFGS in float64, GD+WD on scale-invariant weights, and
+minibatch SGD (+ weight decay, + SAM) to a stopping criterion."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from torch import nn
 from evaluators import Objective
 from evaluators.sharpness import spherical_sharpness
 
-__all__ = ["TrainResult", "train_lbfgs", "ScaleInvariantRun", "gd_weight_decay_scale_invariant"]
+__all__ = [
+    "TrainResult",
+    "train_lbfgs",
+    "ScaleInvariantRun",
+    "gd_weight_decay_scale_invariant",
+    "SGDRun",
+    "train_sgd",
+]
 
 
 @dataclass(frozen=True)
@@ -106,3 +114,77 @@ def gd_weight_decay_scale_invariant(
             theta[idx] = shrink * theta[idx] - lr * g[idx]
     cols = [np.array(c) for c in zip(*logs, strict=True)]
     return ScaleInvariantRun(*cols)
+
+
+@dataclass(frozen=True)
+class SGDRun:
+    """How a :func:`train_sgd` run ended: epochs used, final training loss and error, and why it stopped."""
+
+    epochs: int
+    loss: float
+    error: float
+    converged: bool
+    diverged: bool
+
+
+def _batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return ((model(x) - y) ** 2).sum(dim=1).mean()
+
+
+def train_sgd(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    lr: float,
+    batch_size: int,
+    weight_decay: float = 0.0,
+    sam_rho: float = 0.0,
+    max_epochs: int,
+    target_loss: float,
+    error_fn=None,
+    generator: torch.Generator,
+) -> SGDRun:
+    """Minibatch SGD on ``L_B(θ) = (1/|B|) Σ_{i∈B} ‖f_θ(x_i) − y_i‖²``, in place, until a stopping criterion.
+
+    One step (SAM of Foret et al. 2021 when ρ > 0, plain SGD when ρ = 0):
+
+        ε = ρ ∇L_B(θ) / ‖∇L_B(θ)‖,   θ ← (1 − ηλ) θ − η ∇L_B(θ + ε).
+
+    Batches are a fresh random partition of the training set each epoch (drawn from ``generator``).
+    After every epoch the full training loss (and, with ``error_fn(outputs, y)``, the training
+    error) is evaluated; the run stops as *converged* at the first epoch with loss ≤
+    ``target_loss`` (and zero training error), as *diverged* at a non-finite loss, or after
+    ``max_epochs``.
+    """
+    if y.dim() != 2:
+        raise ValueError(f"targets must be (n, outputs), got shape {tuple(y.shape)}")
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = x.shape[0]
+    loss, error = float("nan"), float("nan")
+    for epoch in range(1, max_epochs + 1):
+        for idx in torch.randperm(n, generator=generator).split(batch_size):
+            xb, yb = x[idx], y[idx]
+            grads = torch.autograd.grad(_batch_loss(model, xb, yb), params)
+            if sam_rho > 0:
+                norm = torch.sqrt(sum((g**2).sum() for g in grads))
+                ascent = [sam_rho * g / norm.clamp_min(1e-300) for g in grads]
+                with torch.no_grad():
+                    for p, e in zip(params, ascent, strict=True):
+                        p.add_(e)
+                grads = torch.autograd.grad(_batch_loss(model, xb, yb), params)
+                with torch.no_grad():
+                    for p, e in zip(params, ascent, strict=True):
+                        p.sub_(e)
+            with torch.no_grad():
+                for p, g in zip(params, grads, strict=True):
+                    p.mul_(1 - lr * weight_decay).sub_(lr * g)
+        with torch.no_grad():
+            out = model(x)
+            loss = float(((out - y) ** 2).sum(dim=1).mean())
+            error = float(error_fn(out, y)) if error_fn is not None else 0.0
+        if not np.isfinite(loss):
+            return SGDRun(epoch, loss, error, converged=False, diverged=True)
+        if loss <= target_loss and error == 0.0:
+            return SGDRun(epoch, loss, error, converged=True, diverged=False)
+    return SGDRun(max_epochs, loss, error, converged=False, diverged=False)

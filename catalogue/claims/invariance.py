@@ -11,7 +11,7 @@ import torch
 from pydantic import Field, model_validator
 
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
-from catalogue.measures import PANEL, panel_for
+from catalogue.measures import INVARIANCE, PANEL, panel_for
 from catalogue.registry import register
 from catalogue.verdicts import combine, worst
 from constructions import symmetries
@@ -21,39 +21,6 @@ from constructions.training import train_lbfgs
 from evaluators import Objective, mse
 
 SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale", "ln_scale")
-
-# What theory predicts: True = invariant, False = changes, None = no exact prediction (not scored).
-# Invariance of adaptive (c = |θ|), Fisher–Rao and relative flatness follows from θ' = Dθ with D
-# diagonal positive: the loss, its gradient (D⁻¹∇) and Hessian (D⁻¹HD⁻¹) transform so that each
-# measure is unchanged. Permutations leave every deterministic measure unchanged; Monte Carlo
-# measures only in distribution (their fixed draws are not permuted), scored within 4 standard
-# errors where one is reported. Path norms ignore biases and are unchanged by T_α and per-neuron
-# rescaling, not by input scaling.
-T, F, N = True, False, None
-EXPECTED: dict[str, dict[str, bool | None]] = {
-    "lambda_max": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
-    "trace": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
-    "eps_sharpness_1e-3": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
-    "adaptive_worst_linf": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
-    "adaptive_worst_l2": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
-    "adaptive_average": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
-    "asam_abs+eta_linf": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
-    "relative_flatness_layer1": dict(
-        layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T
-    ),
-    "fisher_rao": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=T, bn_scale=T, ln_scale=T),
-    "pacbayes_sigma_inv2": dict(layer_T_alpha=F, neuron_alpha=F, permutation=N, input_scale=F, bn_scale=F, ln_scale=F),
-    "pacbayes_mag_sigma_inv2": dict(
-        layer_T_alpha=N, neuron_alpha=N, permutation=N, input_scale=N, bn_scale=N, ln_scale=N
-    ),
-    "spherical_sharpness": dict(bn_scale=T, ln_scale=T),
-    # Υ (Vardhan et al. 2026, Lemma 1) is the minimum over the per-neuron orbit: invariant to it by
-    # construction; input scaling multiplies it by the scale (κ_j ∝ c², |u_j| ∝ 1/c for ReLU)
-    "symmetry_min_trace": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
-    "param_l2_norm": dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
-    "path_norm": dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
-    "spectral_product": dict(layer_T_alpha=T, neuron_alpha=F, permutation=T, input_scale=F),
-}
 
 
 class InvarianceAuditParams(Spec):
@@ -154,7 +121,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
         for tag in net_tags:  # a measure is audited on the first net it applies to
             net, data, _ = nets[tag]
             base_obj = Objective(net, data.x, data.y)
-            todo = [m for m in panel_for(base_obj) if symmetry in EXPECTED.get(m.name, {}) and m.name not in changes]
+            todo = [m for m in panel_for(base_obj) if symmetry in INVARIANCE.get(m.name, {}) and m.name not in changes]
             measures += todo
             seed = ctx.int_seed("measures")
             base = {m.name: m.compute(base_obj, seed) for m in todo}
@@ -183,7 +150,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
                         curves.setdefault(m.name, []).append(est.value / ref.value)
         for m in measures:
             matrix.setdefault(m.name, {})[symmetry] = changes[m.name]
-            expected = EXPECTED[m.name][symmetry]
+            expected = INVARIANCE[m.name][symmetry]
             if expected is not None:
                 scored.setdefault(m.name, {})[symmetry] = _classify(expected, changes[m.name], within[m.name], p)
     outcomes = [v for row in scored.values() for v in row.values()]
@@ -192,7 +159,7 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
     def cell(name: str, symmetry: str) -> str:
         if symmetry not in matrix.get(name, {}):
             return "n/a"
-        mark = {True: "inv", False: "var", None: "—"}[EXPECTED[name][symmetry]]
+        mark = {True: "inv", False: "var", None: "—"}[INVARIANCE[name][symmetry]]
         flag = {"match": "", "mismatch": " ✗", "unclear": " ?"}.get(scored.get(name, {}).get(symmetry, ""), "")
         return f"{matrix[name][symmetry]:.1e} ({mark}{flag})"
 

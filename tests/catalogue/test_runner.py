@@ -62,11 +62,11 @@ def test_interrupt_keeps_finished_records(tmp_path, monkeypatch):
     real = runner.run_job
     calls = []
 
-    def interrupted(job):
+    def interrupted(job, *args, **kwargs):
         calls.append(job.claim_id)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real(job)
+        return real(job, *args, **kwargs)
 
     monkeypatch.setattr(runner, "run_job", interrupted)
     with pytest.raises(KeyboardInterrupt):
