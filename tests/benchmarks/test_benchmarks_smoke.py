@@ -19,3 +19,11 @@ def test_sam_benchmark_quick(capsys):
     sam.main(["--quick"])
     out = capsys.readouterr().out
     assert "naive autograd loop" in out and "Targets" in out and "agreement" in out
+
+
+def test_populations_benchmark_quick(capsys):
+    from benchmarks import populations
+
+    populations.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "lambda_max" in out and "projected min" in out and "multi_index" in out
