@@ -50,7 +50,7 @@ from constructions.populations import (
     task_of,
     train_model,
 )
-from evaluators import Objective
+from evaluators import Objective, mse
 
 __all__ = [
     "MEASURES",
@@ -126,8 +126,7 @@ def model_task(member, user_seed: int, rescale_max: float) -> ModelTask:
 def _metrics(trained: TrainedModel, model: torch.nn.Module) -> dict[str, float]:
     with torch.no_grad():
         out, out_test = model(trained.x), model(trained.x_test)
-    train_loss = float(((out - trained.y) ** 2).sum(dim=1).mean())
-    test_loss = float(((out_test - trained.y_test) ** 2).sum(dim=1).mean())
+    train_loss, test_loss = float(mse(out, trained.y)), float(mse(out_test, trained.y_test))
     row = {"train_loss": train_loss, "test_loss": test_loss, "train_error": math.nan, "test_error": math.nan}
     if trained.classifier:
         row["train_error"] = classification_error(out, trained.y)
@@ -355,5 +354,7 @@ def _cached_scores(key: str, rows_json: str, hyperparameters: tuple[str, ...], s
 def population_scores(rows: Sequence[dict], hyperparameters: Sequence[str], seed: int, resamples: int) -> dict:
     """Scores of every measure as trained, shared by the claims of one run."""
     rows_json = json.dumps(list(rows), allow_nan=True, sort_keys=True)
-    key = seeding.spec_hash({"rows": [r["key"] for r in rows]})
+    # bootstrap draws follow the models (their spec hashes), not the cache keys: an edit to the code
+    # retrains, but does not reshuffle the resamples
+    key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
     return _cached_scores(key, rows_json, tuple(hyperparameters), seed, resamples)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from evaluators import Objective
+from evaluators import Objective, mse
 from evaluators.sharpness import spherical_sharpness
 
 __all__ = [
@@ -127,10 +127,6 @@ class SGDRun:
     diverged: bool
 
 
-def _batch_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return ((model(x) - y) ** 2).sum(dim=1).mean()
-
-
 def train_sgd(
     model: nn.Module,
     x: torch.Tensor,
@@ -165,14 +161,14 @@ def train_sgd(
     for epoch in range(1, max_epochs + 1):
         for idx in torch.randperm(n, generator=generator).split(batch_size):
             xb, yb = x[idx], y[idx]
-            grads = torch.autograd.grad(_batch_loss(model, xb, yb), params)
+            grads = torch.autograd.grad(mse(model(xb), yb), params)
             if sam_rho > 0:
                 norm = torch.sqrt(sum((g**2).sum() for g in grads))
                 ascent = [sam_rho * g / norm.clamp_min(1e-300) for g in grads]
                 with torch.no_grad():
                     for p, e in zip(params, ascent, strict=True):
                         p.add_(e)
-                grads = torch.autograd.grad(_batch_loss(model, xb, yb), params)
+                grads = torch.autograd.grad(mse(model(xb), yb), params)
                 with torch.no_grad():
                     for p, e in zip(params, ascent, strict=True):
                         p.sub_(e)
@@ -181,7 +177,7 @@ def train_sgd(
                     p.mul_(1 - lr * weight_decay).sub_(lr * g)
         with torch.no_grad():
             out = model(x)
-            loss = float(((out - y) ** 2).sum(dim=1).mean())
+            loss = float(mse(out, y))
             error = float(error_fn(out, y)) if error_fn is not None else 0.0
         if not np.isfinite(loss):
             return SGDRun(epoch, loss, error, converged=False, diverged=True)

@@ -202,7 +202,7 @@ class SharpnessParams(BenchmarkParams):
     quick=QUICK,
     full=FULL,
     expected_failure=(
-        "norm baselines are as good here. Full: on digits the path norm's Ψ 0.21 [0.12, 0.31] is ahead of the best "
+        "norm baselines are as good here. Full: on digits the path norm's Ψ 0.21 [0.12, 0.30] is ahead of the best "
         "sharpness measure's (magnitude-aware PAC-Bayes, 0.16) by more than the 0.05 margin, within its interval, and "
         "λ1, the trace, ε-sharpness and plain PAC-Bayes do not rank the MLPs at all (|τ| ≤ 0.10); on multi_index and "
         "xor a sharpness measure matches the best baseline (holds). Quick (12 models each): no sharpness τ interval "
@@ -283,9 +283,9 @@ class AdaptiveParams(BenchmarkParams):
     quick=QUICK,
     full=FULL,
     expected_failure=(
-        "the correlation is not weak here. Full: on xor adaptive worst-case ℓ2 sharpness has τ = −0.55 [−0.68, −0.40] "
+        "the correlation is not weak here. Full: on xor adaptive worst-case ℓ2 sharpness has τ = −0.55 [−0.68, −0.41] "
         "with the gap, mostly from the training-set size (ψ_n = −0.72: more data, smaller gap, sharper); on "
-        "multi_index average and worst-case ℓ2 adaptive sharpness have τ = +0.53 [+0.40, +0.64] and +0.45 [+0.31, "
+        "multi_index average and worst-case ℓ2 adaptive sharpness have τ = +0.53 [+0.41, +0.64] and +0.45 [+0.30, "
         "+0.58], from the label noise (ψ_noise = +1.00 and +0.88). Quick: on multi_index τ = +0.70 for the average. "
         "The per-hyperparameter ψ do differ in sign, the part of the statement that reproduces"
     ),
