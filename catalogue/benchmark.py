@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import io
 import json
 import math
@@ -37,20 +36,21 @@ import torch
 from pydantic import TypeAdapter
 from threadpoolctl import threadpool_limits
 
-from catalogue import scoring, seeding, store
+from catalogue import provenance, scoring, seeding
+from catalogue.atomic import atomic_write_text
 from catalogue.claim import ClaimContext
 from catalogue.measures import PANEL, panel_for
 from catalogue.parallel import map_unordered
+from catalogue.versions import versions
 from constructions import symmetries
 from constructions.populations import (
     ModelSpec,
     Population,
     TrainedModel,
-    classification_error,
     task_of,
     train_model,
 )
-from evaluators import Objective, mse
+from evaluators import Objective, mse, zero_one_error
 
 __all__ = [
     "MEASURES",
@@ -92,20 +92,14 @@ class ModelTask:
 
 @functools.lru_cache(maxsize=1)
 def _code_fingerprint() -> dict[str, str]:
-    """Library versions and a hash of every source file a row depends on: an edit to the trainer, a
-    construction, an evaluator or the panel's settings invalidates the cached rows."""
-    from catalogue.runner import versions
-
-    root = Path(__file__).resolve().parent.parent
-    files = sorted(
-        [*(root / "evaluators").rglob("*.py"), *(root / "constructions").rglob("*.py")]
-        + [root / "catalogue" / "measures.py", root / "catalogue" / "benchmark.py"]
-    )
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.relative_to(root).as_posix().encode())
-        digest.update(path.read_bytes())
-    return {**versions(), "code": digest.hexdigest()}
+    """Library versions and the sha256 of every source file a row depends on (this module and the
+    import closures of the populations, the panel and the symmetries): an edit to the trainer, a
+    construction, an evaluator or the panel's settings invalidates the cached rows, an edit
+    elsewhere does not."""
+    files = {"catalogue/benchmark.py": provenance.digest(Path(__file__).read_bytes())}
+    for module in ("constructions.populations", "constructions.symmetries", "catalogue.measures"):
+        files.update(provenance.code_files(module))
+    return {**versions(), "code": provenance.digest(seeding.canonical_json(files))}
 
 
 def model_task(member, user_seed: int, rescale_max: float) -> ModelTask:
@@ -129,8 +123,8 @@ def _metrics(trained: TrainedModel, model: torch.nn.Module) -> dict[str, float]:
     train_loss, test_loss = float(mse(out, trained.y)), float(mse(out_test, trained.y_test))
     row = {"train_loss": train_loss, "test_loss": test_loss, "train_error": math.nan, "test_error": math.nan}
     if trained.classifier:
-        row["train_error"] = classification_error(out, trained.y)
-        row["test_error"] = classification_error(out_test, trained.y_test)
+        row["train_error"] = zero_one_error(out, trained.y)
+        row["test_error"] = zero_one_error(out_test, trained.y_test)
         row["gap"] = row["test_error"] - row["train_error"]  # Jiang et al.: the gap of the 0-1 error
     else:
         row["gap"] = test_loss - train_loss
@@ -200,6 +194,7 @@ def _evaluate(task: ModelTask) -> dict[str, Any]:
         "epochs": run.epochs,
         "converged": run.converged,
         "diverged": run.diverged,
+        "last_finite_loss": run.last_finite_loss,
         **_metrics(trained, trained.model),
     }
     failures: list[tuple[str, str]] = []
@@ -260,7 +255,7 @@ def measure_population(population: Population, name: str, ctx: ClaimContext, *, 
         for row in map_unordered(evaluate_model, todo, ctx.execution):
             path = _cache_path(ctx, row["key"])
             if path is not None:
-                store.atomic_write_text(path, json.dumps(row, allow_nan=True))
+                atomic_write_text(path, json.dumps(row, allow_nan=True))
             rows[row["key"]] = _MEMO[row["key"]] = row
             bar.update(1)
         bar.close()

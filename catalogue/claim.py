@@ -1,4 +1,4 @@
-"""Claims, their outcomes and the records the runner stores (the pydantic boundary)."""
+"""Claims and their outcomes (the pydantic boundary a check returns through)."""
 
 from __future__ import annotations
 
@@ -18,22 +18,20 @@ from constructions.specs import Spec
 
 __all__ = [
     "Verdict",
-    "RecordVerdict",
     "Source",
     "Series",
     "Figure",
     "Table",
     "Outcome",
-    "Record",
     "Claim",
     "ClaimContext",
     "FAMILIES",
+    "MODES",
     "jsonable",
 ]
 
 Verdict = Literal["holds", "refuted", "inconclusive"]
-RecordVerdict = Literal["holds", "refuted", "inconclusive", "error"]
-Mode = Literal["quick", "full", "custom"]
+MODES = ("quick", "full", "paper")
 FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "invariance", "benchmark")
 
 
@@ -109,33 +107,6 @@ class Outcome(_Frozen):
         return jsonable(value)
 
 
-class Record(_Frozen):
-    """One claim's stored result (``<out>/<claim_id>.json``)."""
-
-    claim_id: str
-    family: str
-    title: str
-    statement: str
-    source: Source
-    source_verdict: Verdict
-    verdict: RecordVerdict
-    agrees: bool
-    evidence: dict[str, Any]
-    thresholds: dict[str, Any]
-    figures: list[Figure] = Field(default_factory=list)
-    tables: list[Table] = Field(default_factory=list)
-    notes: str = ""
-    expected_failure: str | None = None
-    error: str | None = None
-    spec: dict[str, Any]
-    spec_hash: str
-    seed: int
-    mode: Mode
-    seconds: float
-    versions: dict[str, str]
-    created_at: str
-
-
 def jsonable(value: Any) -> Any:
     """Numbers from numpy/torch as plain floats/ints/lists; NaN and ±inf as strings."""
     if isinstance(value, dict):
@@ -160,13 +131,16 @@ def jsonable(value: Any) -> Any:
 class ClaimContext:
     """What a check gets besides its parameters: the seeding of this run, where it may keep files
     (``artifacts``: the records directory, None when there is none), and how it may parallelize
-    (``execution``, used only by claims registered with ``parallel=True``)."""
+    (``execution``, used only by claims registered with ``parallel=True``), where long training
+    keeps its checkpoints (``checkpoints``: None to keep none) and whether it shows progress bars."""
 
     spec_hash: str
     seed: int
     mode: str
     artifacts: Path | None = None
     execution: Execution = field(default_factory=Execution)
+    checkpoints: Path | None = None
+    progress: bool = False
 
     def seed_for(self, tag: str, repetition: int = 0) -> int:
         """The derived seed for one named random draw of this run."""
@@ -191,8 +165,10 @@ class Claim:
     ``verdict == source_verdict``. ``expected_failure`` holds the measured reason when the claim
     honestly does not reproduce (the test suite marks it xfail, the report says so), in the modes
     named by ``expected_failure_modes`` (a quick configuration can be too small for an effect
-    that the full one shows, or the other way round). A ``parallel`` claim spreads its own work
-    over ``ctx.execution``; the runner gives it all the workers and runs it alone.
+    that the full one shows, or the other way round). ``paper`` is the source's own budget where
+    it differs from full mode (hours, never run in CI); without one, full mode is the source's
+    budget. A ``parallel`` claim spreads its own work over ``ctx.execution``; the runner gives it
+    all the workers and runs it alone.
     """
 
     id: str
@@ -207,18 +183,21 @@ class Claim:
     expected_failure: str | None = None
     expected_failure_modes: tuple[str, ...] = ("quick", "full")
     parallel: bool = False
+    paper: Spec | None = None
 
     def expected_failure_in(self, mode: str) -> str | None:
         """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""
-        return (
-            self.expected_failure if ("quick" if mode == "quick" else "full") in self.expected_failure_modes else None
-        )
+        mode = mode if mode in MODES else "full"
+        return self.expected_failure if mode in self.expected_failure_modes else None
 
     @property
     def family(self) -> str:
         return self.id.split(".", 1)[0]
 
     def spec_for(self, mode: str) -> Spec:
-        if mode not in ("quick", "full"):
-            raise ValueError(f"mode must be quick or full, got {mode!r}")
-        return self.quick if mode == "quick" else self.full
+        """The parameters of ``mode``: quick, full, or paper (for a claim that has a paper budget)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "paper" and self.paper is None:
+            raise ValueError(f"{self.id} has no paper budget (its full mode is the source's budget)")
+        return {"quick": self.quick, "full": self.full, "paper": self.paper}[mode]

@@ -1,4 +1,4 @@
-"""The ``catalogue`` command: list, show, run, report, schema.
+"""The ``catalogue`` command: list, show, run, report, verify, schema.
 
 Exit codes: 0 everything ran; 1 some claim errored (the others still ran and were stored);
 2 bad input (one line on stderr, never a traceback); 130 interrupted (finished records kept).
@@ -7,6 +7,7 @@ Exit codes: 0 everything ran; 1 some claim errored (the others still ran and wer
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import operator
@@ -19,7 +20,8 @@ from pydantic import Field, TypeAdapter, ValidationError, create_model
 from tabulate import tabulate
 
 from catalogue import registry, store
-from catalogue.claim import FAMILIES, Claim, Record
+from catalogue.claim import FAMILIES, MODES, Claim
+from catalogue.record import Record
 from catalogue.report import format_value, short_source
 from constructions.specs import Spec
 
@@ -117,14 +119,32 @@ def _check_family(family: str | None) -> None:
         raise UsageError(f"--family: unknown family {family!r}; families are {', '.join(FAMILIES)}")
 
 
+RECORDS = "report/records"
+
+
+def _read_records(args) -> tuple[store.Scan, int]:
+    """Scan the records directory the strict way; one warning line per file that is not current.
+
+    Returns the scan and the exit code the warnings call for (1 under ``--strict``, else 0).
+    """
+    scanned = store.scan(args.results)
+    for line in scanned.warnings:
+        print(f"catalogue: warning: {line}", file=sys.stderr)
+    return scanned, 1 if args.strict and scanned.warnings else 0
+
+
 def _cmd_list(args) -> int:
     _check_family(args.family)
-    records = store.load_records(args.results)
+    scanned, code = _read_records(args)
+    records = scanned.records
     rows = []
     for c in registry.all_claims(args.family):
-        rec = records.get(c.id)
-        last = f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})" if rec else "—"
-        rows.append([c.id, short_source(c), _wrap(c.statement, 70), c.source_verdict, last])
+        last = "\n".join(
+            f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})"
+            for rec in (records.get(c.id), scanned.paper_records.get(c.id))
+            if rec is not None
+        )
+        rows.append([c.id, short_source(c), _wrap(c.statement, 70), c.source_verdict, last or "—"])
     print(
         tabulate(
             rows,
@@ -132,7 +152,7 @@ def _cmd_list(args) -> int:
             tablefmt="simple",
         )
     )
-    return 0
+    return code
 
 
 def _wrap(text: str, width: int) -> str:
@@ -150,17 +170,21 @@ def _cmd_show(args) -> int:
         print(f"does not reproduce here ({modes} mode): {claim.expected_failure}")
     for mode in ("quick", "full"):
         print(f"\n{mode} spec:\n{json.dumps(claim.spec_for(mode).model_dump(mode='json'), indent=2)}")
-    rec = store.read_record(store.record_path(args.results, claim.id))
-    if rec is None:
-        print(f"\nno record in {args.results}/ yet: `catalogue run {claim.id}`")
-        return 0
-    print(f"\nlast run: {rec.verdict} ({rec.mode}, seed {rec.seed}, {rec.seconds:.1f} s, {rec.created_at})")
-    if rec.error:
-        print(f"error: {rec.error}")
-    print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
-    if rec.thresholds:
-        print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.thresholds.items()], headers=["threshold", "value"]))
-    return 0
+    if claim.paper is not None:
+        print(f"\npaper spec (the source's budget):\n{json.dumps(claim.paper.model_dump(mode='json'), indent=2)}")
+    scanned, code = _read_records(args)
+    shown = [rec for rec in (scanned.records.get(claim.id), scanned.paper_records.get(claim.id)) if rec is not None]
+    if not shown:
+        print(f"\nno usable record in {args.results}/: `catalogue run {claim.id} --out {args.results}`")
+    for rec in shown:
+        print(f"\nlast run: {rec.verdict} ({rec.mode}, seed {rec.seed}, {rec.seconds:.1f} s, {rec.created_at})")
+        if rec.error:
+            print(f"error: {rec.error}")
+        print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
+        if rec.thresholds:
+            rows = [[k, format_value(v, 6, 8)] for k, v in rec.thresholds.items()]
+            print(tabulate(rows, headers=["threshold", "value"]))
+    return code
 
 
 def _get_claim(claim_id: str) -> Claim:
@@ -198,9 +222,10 @@ def _cmd_run(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out: {out} exists and is not a directory")
+    budget = "quick" if args.quick else ("full" if args.full else args.budget)
     if args.spec:
-        if args.quick or args.full:
-            raise UsageError("--spec runs the file's parameters; drop --quick/--full")
+        if args.quick or args.full or args.budget:
+            raise UsageError("--spec runs the file's parameters; drop --quick/--full/--budget")
         if args.all or args.family or args.claim_ids:
             raise UsageError("run: give exactly one of --all, claim ids, --family F or --spec FILE")
         claim, params, file_seed = load_spec_file(args.spec)
@@ -208,7 +233,12 @@ def _cmd_run(args) -> int:
         jobs = plan_jobs([claim], "custom", seed, params)
     else:
         claims = _select_claims(args)
-        jobs = plan_jobs(claims, "quick" if args.quick else "full", seed or 0)
+        if budget == "paper" and args.claim_ids:
+            without = [c.id for c in claims if c.paper is None]
+            if without:
+                raise UsageError(f"--budget paper: {', '.join(without)} has no paper budget (full is its source's)")
+        jobs = plan_jobs(claims, budget or "full", seed or 0)
+    jobs = [dataclasses.replace(job, progress=not args.no_progress) for job in jobs]
     bar = tqdm(total=len(jobs), desc="claims", unit="claim", file=sys.stderr, disable=args.no_progress)
     stored: list[Record] = []
 
@@ -260,14 +290,80 @@ def _cmd_report(args) -> int:
     results = Path(args.results)
     if not results.is_dir():
         raise UsageError(f"--results: no such directory {results}; run `catalogue run --all` first")
-    records = store.load_records(results)
-    if not records:
-        raise UsageError(f"--results: no records in {results}/; run `catalogue run --all` first")
     if Path(args.out).is_dir():
         raise UsageError(f"--out: {args.out} is a directory; give the report's file name")
-    path = write_report(records, Path(args.out))
-    print(f"wrote {path} from {len(records)} record(s)")
-    return 0
+    scanned, code = _read_records(args)
+    records = scanned.records
+    if not records:
+        raise UsageError(f"--results: no usable records in {results}/; run `catalogue run --all` first")
+    stale = {
+        store.record_path("", c.record.claim_id, c.record.mode).stem: c.reason
+        for c in scanned.checks
+        if c.status == "stale" and c.record
+    }
+    path = write_report(records, Path(args.out), stale=stale, paper=scanned.paper_records)
+    left_out = len(scanned.checks) - len(records)
+    print(
+        f"wrote {path} from {len(records)} record(s)"
+        + (f"; {len(stale)} stale" if stale else "")
+        + (f"; {left_out} file(s) left out (see the warnings)" if left_out else "")
+    )
+    return code
+
+
+def _cmd_verify(args) -> int:
+    from catalogue.verify import verify_records
+
+    results = Path(args.records or args.results)
+    if not results.is_dir():
+        raise UsageError(f"--results: no such directory {results}")
+    if args.rerun_sample < 0:
+        raise UsageError(f"--rerun-sample: must be ≥ 0, got {args.rerun_sample}")
+    if args.rerun and args.rerun_sample:
+        raise UsageError("verify: give --rerun IDs or --rerun-sample K, not both")
+    for cid in args.rerun or ():
+        _get_claim(cid)
+    if not any(results.glob("*.json")):
+        raise UsageError(f"--results: no record files in {results}/")
+
+    def rerun_done(rec: Record) -> None:
+        print(f"  rerun {rec.claim_id}: {rec.verdict} ({rec.seconds:.1f} s)", file=sys.stderr)
+
+    rows = verify_records(
+        results,
+        rerun=args.rerun or (),
+        sample=args.rerun_sample,
+        sample_seed=args.sample_seed,
+        n_jobs=args.jobs,
+        on_rerun=None if args.json else rerun_done,
+    )
+    allowed = {"current", "stale"} if args.allow_stale else {"current"}
+    failed = [v for v in rows if v.status not in allowed or v.rerun not in (None, "reproduced")]
+    if args.json:
+        print(json.dumps({"results": str(results), "ok": not failed, "records": [v.row() for v in rows]}, indent=2))
+        return 1 if failed else 0
+    table = [
+        [
+            v.claim_id,
+            v.status,
+            v.rerun or "",
+            _wrap(v.detail, 70) if v.detail else _wrap("; ".join(v.differences[:5]), 70),
+        ]
+        for v in rows
+    ]
+    print(tabulate(table, headers=["record", "status", "rerun", "detail"], tablefmt="simple"))
+    for v in rows:
+        for line in v.differences[:20]:
+            print(f"  {v.claim_id}: {line}")
+    counts = {s: sum(v.status == s for v in rows) for s in ("current", "stale", "edited", "invalid")}
+    reran = [v for v in rows if v.rerun]
+    print(
+        f"{len(rows)} file(s): "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + (f"; {sum(v.rerun == 'reproduced' for v in reran)}/{len(reran)} rerun(s) reproduced" if reran else "")
+        + (" — verified" if not failed else f" — {len(failed)} not verified")
+    )
+    return 1 if failed else 0
 
 
 def _cmd_schema(args) -> int:
@@ -281,14 +377,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="catalogue", description="Run and report claims about flatness and generalization.")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
+    strict = "warnings about record files (stale, edited, invalid) make the exit code 1"
     p = sub.add_parser("list", help="table of claims with their last verdict")
     p.add_argument("--family", help=f"one of {', '.join(FAMILIES)}")
-    p.add_argument("--results", default="results", help="records directory (default results/)")
+    p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
+    p.add_argument("--strict", action="store_true", help=strict)
     p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser("show", help="statement, source, specs and last evidence of one claim")
     p.add_argument("claim_id")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
+    p.add_argument("--strict", action="store_true", help=strict)
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("run", help="run claims and store one JSON record per claim")
@@ -299,21 +398,46 @@ def build_parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small parameter sets (seconds per claim)")
     mode.add_argument("--full", action="store_true", help="full parameter sets (the default)")
+    mode.add_argument(
+        "--budget",
+        choices=MODES,
+        help="quick, full (default) or paper: the source's own budget where it differs from full "
+        "(hours; checkpointed, continue with --resume)",
+    )
     p.add_argument("--seed", type=int, default=None, help="user seed mixed into every derived seed (default 0)")
     p.add_argument(
         "--jobs", type=int, default=1, help="parallel workers, across claims and across a population's models (-1: all)"
     )
     p.add_argument("--backend", choices=["loky", "dask"], default="loky")
     p.add_argument("--scheduler", metavar="ADDR", help="dask scheduler address (default: a LocalCluster)")
-    p.add_argument("--out", default="results", help="records directory (default results/)")
-    p.add_argument("--resume", action="store_true", help="skip claims whose record is current")
+    p.add_argument("--out", default=RECORDS, help=f"records directory (default {RECORDS}/)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip claims whose record is current (as `verify` says), continue long training from its checkpoints",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("report", help="write REPORT.md (and report/figures/) from the records")
-    p.add_argument("--results", default="results")
+    p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--out", default="REPORT.md")
+    p.add_argument("--strict", action="store_true", help=strict)
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "verify",
+        help="check every record (current / stale / edited / invalid); optionally rerun claims and compare numbers",
+    )
+    p.add_argument("records", nargs="?", metavar="DIR", help="records directory (same as --results)")
+    p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
+    p.add_argument("--rerun", nargs="+", metavar="ID", help="rerun these claims and compare every number")
+    p.add_argument("--rerun-sample", type=int, default=0, metavar="K", help="rerun a seeded random sample of K claims")
+    p.add_argument("--sample-seed", type=int, default=0, help="seed of --rerun-sample's draw (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers for the reruns")
+    p.add_argument("--allow-stale", action="store_true", help="stale records are listed but do not fail (CI)")
+    p.add_argument("--json", action="store_true", help="print the verification as JSON")
+    p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("schema", help="JSON Schema of spec files (all claims, or one)")
     p.add_argument("claim_id", nargs="?")

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from catalogue.claim import FAMILIES, Claim, Source, Verdict
+from catalogue.claim import FAMILIES, MODES, Claim, Source, Verdict
 from constructions.specs import Spec
 
 __all__ = ["register", "get", "all_claims", "UnknownClaim", "CLAIM_ID"]
@@ -39,11 +39,12 @@ def register(
     expected_failure: str | None = None,
     expected_failure_modes: tuple[str, ...] = ("quick", "full"),
     parallel: bool = False,
+    paper: dict[str, Any] | None = None,
 ) -> Callable:
     """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
 
-    ``quick`` and ``full`` are validated into ``params`` at import time, so a claim with a bad
-    parameter set never registers.
+    ``quick``, ``full`` and ``paper`` (the source's budget, where it differs from full) are
+    validated into ``params`` at import time, so a claim with a bad parameter set never registers.
     """
 
     def decorate(check: Callable) -> Callable:
@@ -51,10 +52,8 @@ def register(
             raise ValueError(f"claim id {id!r} must be <family>.<slug> with family in {FAMILIES}")
         if id in _CLAIMS:
             raise ValueError(f"claim id {id!r} registered twice")
-        if not expected_failure_modes or not set(expected_failure_modes) <= {"quick", "full"}:
-            raise ValueError(
-                f"{id}: expected_failure_modes must name quick and/or full, got {expected_failure_modes!r}"
-            )
+        if not expected_failure_modes or not set(expected_failure_modes) <= set(MODES):
+            raise ValueError(f"{id}: expected_failure_modes must name some of {MODES}, got {expected_failure_modes!r}")
         _CLAIMS[id] = Claim(
             id=id,
             title=title,
@@ -68,6 +67,7 @@ def register(
             expected_failure=expected_failure,
             expected_failure_modes=expected_failure_modes,
             parallel=parallel,
+            paper=None if paper is None else params.model_validate(paper),
         )
         return check
 

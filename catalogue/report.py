@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from catalogue.claim import FAMILIES, Figure, Record
-from catalogue.store import atomic_write_text
+from catalogue.atomic import atomic_write_text
+from catalogue.claim import FAMILIES, Figure
+from catalogue.record import Record
+from catalogue.store import record_name
 
 __all__ = ["write_report", "render_report", "format_value", "short_source", "FAMILY_TITLES"]
 
@@ -119,16 +121,47 @@ def _data_link(value: Any, report_dir: Path) -> str | None:
     return f"[{Path(value).name}]({rel})"
 
 
-def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[str]:
+def _claim_section(
+    record: Record,
+    figure_dir: Path,
+    report_dir: Path,
+    stale: dict[str, str],
+    paper: Record | None = None,
+) -> list[str]:
     lines = [f"### `{record.claim_id}` — {VERDICT_MARK[record.verdict]}", ""]
     lines += [f"**{record.title}**", "", f"> {record.statement}", ""]
-    agree = "agrees with" if record.agrees else "does not agree with"
     lines.append(
         f"Source: {record.source.cite()}"
         + (f" (seed `{record.source.seed}`)" if record.source.seed else "")
-        + f". The source says **{record.source_verdict}**; we measured **{record.verdict}**, which {agree} it."
+        + f". The source says **{record.source_verdict}**; we measured **{record.verdict}** ({record.mode} mode), "
+        + f"which {'agrees with' if record.agrees else 'does not agree with'} it."
     )
     lines.append("")
+    lines += _record_body(record, figure_dir, report_dir, stale.get(record_name(record.claim_id, record.mode)))
+    if paper is not None:
+        agree = "agrees with" if paper.agrees else "does not agree with"
+        lines += [
+            f"#### At the paper's budget — {VERDICT_MARK[paper.verdict]}",
+            "",
+            f"The same check at the source's own budget (`catalogue run {paper.claim_id} --budget paper`): we "
+            f"measured **{paper.verdict}**, which {agree} the source.",
+            "",
+        ]
+        name = record_name(paper.claim_id, paper.mode)
+        lines += _record_body(paper, figure_dir, report_dir, stale.get(name), suffix="@paper")
+    return lines
+
+
+def _paper_cell(record: Record | None) -> str:
+    if record is None:
+        return "—"
+    return f"{VERDICT_MARK[record.verdict]} ({'agrees' if record.agrees else '**no**'})"
+
+
+def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str | None, suffix: str = "") -> list[str]:
+    lines = []
+    if stale:
+        lines += [f"**Stale record:** {stale}; `catalogue run {record.claim_id}` recomputes it.", ""]
     if record.expected_failure:
         lines += [f"*Known not to reproduce here:* {record.expected_failure}", ""]
     if record.error:
@@ -152,26 +185,39 @@ def _claim_section(record: Record, figure_dir: Path, report_dir: Path) -> list[s
             "",
         ]
     for figure in record.figures:
-        path = figure_dir / f"{record.claim_id}-{figure.name}.png"
+        path = figure_dir / f"{record.claim_id}{suffix}-{figure.name}.png"
         _draw(figure, path)
         rel = os.path.relpath(path, report_dir)
         lines += [f"![{figure.title}]({rel})", ""]
     lines.append(
-        f"<sub>mode {record.mode} · seed {record.seed} · spec `{record.spec_hash[:12]}` · {record.seconds:.1f} s</sub>"
+        f"<sub>mode {record.mode} · seed {record.seed} · spec `{record.spec_hash[:12]}` · "
+        f"code `{record.code_hash[:12]}` · {record.seconds:.1f} s</sub>"
     )
     lines.append("")
     return lines
 
 
-def render_report(records: dict[str, Record], out: Path) -> str:
-    """The Markdown text of the report; figures are written under ``<out dir>/report/figures``."""
+def render_report(
+    records: dict[str, Record],
+    out: Path,
+    stale: dict[str, str] | None = None,
+    paper: dict[str, Record] | None = None,
+) -> str:
+    """The Markdown text of the report; figures are written under ``<out dir>/report/figures``.
+
+    ``stale`` maps record names (:func:`catalogue.store.record_name`) whose record predates a change of the claim's
+    code to the reason; ``paper`` holds the records at the source's budget, by claim id.
+    """
+    stale, paper = stale or {}, paper or {}
+    records = {**{k: v for k, v in paper.items() if k not in records}, **records}  # a paper-only claim leads
+    paper = {k: v for k, v in paper.items() if records[k] is not v}
     report_dir = out.parent
     figure_dir = report_dir / "report" / "figures"
     ordered = sorted(
         records.values(),
         key=lambda r: (FAMILIES.index(r.family) if r.family in FAMILIES else 99, r.claim_id),
     )
-    modes = Counter(r.mode for r in ordered)
+    modes = Counter(r.mode for r in [*ordered, *paper.values()])
     verdicts = Counter(r.verdict for r in ordered)
     mode_text = ", ".join(f"{n} {m}" for m, n in modes.items())
     lines = [
@@ -190,35 +236,23 @@ def render_report(records: dict[str, Record], out: Path) -> str:
             short_source(r),
             r.statement,
             r.source_verdict,
-            VERDICT_MARK[r.verdict],
+            f"{VERDICT_MARK[r.verdict]} ({r.mode})",
             "yes" if r.agrees else "**no**",
+            *([_paper_cell(paper.get(r.claim_id))] if paper else []),
             _key_evidence(r),
         ]
         for r in ordered
     ]
-    lines += [
-        tabulate(
-            rows,
-            headers=[
-                "claim",
-                "source",
-                "statement",
-                "source says",
-                "verdict",
-                "agrees",
-                "key evidence",
-            ],
-            tablefmt="github",
-        ),
-        "",
-    ]
+    headers = ["claim", "source", "statement", "source says", "verdict", "agrees"]
+    headers += ["at the paper's budget"] if paper else []
+    lines += [tabulate(rows, headers=[*headers, "key evidence"], tablefmt="github"), ""]
     for family in [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(
         {r.family for r in ordered} - set(FAMILIES)
     ):
         lines += [f"## {FAMILY_TITLES.get(family, family)}", ""]
         for r in ordered:
             if r.family == family:
-                lines += _claim_section(r, figure_dir, report_dir)
+                lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id))
     lines += ["## Provenance", ""]
     versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
     for v in versions:
@@ -228,14 +262,25 @@ def render_report(records: dict[str, Record], out: Path) -> str:
     lines += [
         f"- seeds: {', '.join(map(str, seeds))}; modes: {mode_text}",
         f"- records created {created[0]} … {created[-1]}",
-        "- every record holds its full spec and spec hash; `catalogue show ID` prints them, and "
+        "- every record holds its full spec and spec hash, the sha256 of each source file its claim imports "
+        "and of each evidence number; `catalogue show ID` prints them, and "
         "`catalogue run ID --seed S` with the same mode reproduces the numbers.",
+        "- to verify the records behind this report: `catalogue verify report/records` (is each record valid, "
+        "unedited and computed by the present code?) and `catalogue verify report/records --rerun-sample 3` "
+        "(rerun three claims at random and compare every number).",
+        f"- stale records (code changed since they were computed): {len(stale)}"
+        + (f" ({', '.join(sorted(stale))})" if stale else ""),
         "",
     ]
     return "\n".join(lines)
 
 
-def write_report(records: dict[str, Record], out: Path) -> Path:
+def write_report(
+    records: dict[str, Record],
+    out: Path,
+    stale: dict[str, str] | None = None,
+    paper: dict[str, Record] | None = None,
+) -> Path:
     """Render and atomically write the report to ``out``."""
-    atomic_write_text(out, render_report(records, out))
+    atomic_write_text(out, render_report(records, out, stale, paper))
     return out

@@ -5,25 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import platform
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-import scipy
 import torch
 from threadpoolctl import threadpool_limits
 
-from catalogue import registry, seeding, store
-from catalogue.claim import Claim, ClaimContext, Record
+from catalogue import provenance, registry, seeding, store
+from catalogue.claim import Claim, ClaimContext
 from catalogue.parallel import Execution, map_unordered
+from catalogue.record import Record
+from catalogue.versions import versions
 from constructions.specs import Spec
 
-__all__ = ["Job", "plan_jobs", "run_job", "run_jobs", "versions"]
+__all__ = ["Job", "plan_jobs", "run_job", "run_jobs"]
 
 
 @dataclass(frozen=True)
@@ -34,33 +32,24 @@ class Job:
     params_json: str
     mode: str
     seed: int
+    progress: bool = False  # progress bars of long training (stderr); never changes a number
 
     @property
     def spec_hash(self) -> str:
         return seeding.spec_hash({"claim": self.claim_id, "params": json.loads(self.params_json)})
 
 
-def versions() -> dict[str, str]:
-    """Versions of everything that can change a number."""
-    try:
-        package = metadata.version("flatness-catalogue")
-    except metadata.PackageNotFoundError:
-        package = "0+unknown"
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "flatness-catalogue": package,
-    }
-
-
 def plan_jobs(claims: Sequence[Claim], mode: str, seed: int, params: Spec | None = None) -> list[Job]:
-    """Jobs for ``claims`` in ``mode`` (quick/full) or, with ``params``, one custom job."""
+    """Jobs for ``claims`` in ``mode`` (quick/full/paper) or, with ``params``, one custom job.
+
+    In paper mode a claim without a paper budget runs (and is recorded) in full mode: its full
+    mode is its source's budget.
+    """
     if params is not None:
         (claim,) = claims
         return [Job(claim.id, seeding.canonical_json(params), "custom", seed)]
-    return [Job(c.id, seeding.canonical_json(c.spec_for(mode)), mode, seed) for c in claims]
+    modes = {c.id: "full" if mode == "paper" and c.paper is None else mode for c in claims}
+    return [Job(c.id, seeding.canonical_json(c.spec_for(modes[c.id])), modes[c.id], seed) for c in claims]
 
 
 def run_job(job: Job, out_dir: Path | str | None = None, execution: Execution | None = None) -> Record:
@@ -84,8 +73,17 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
     claim = registry.get(job.claim_id)
     params = claim.params.model_validate_json(job.params_json)
     digest = job.spec_hash
-    ctx = ClaimContext(spec_hash=digest, seed=job.seed, mode=job.mode, artifacts=out_dir, execution=execution)
+    ctx = ClaimContext(
+        spec_hash=digest,
+        seed=job.seed,
+        mode=job.mode,
+        artifacts=out_dir,
+        execution=execution,
+        checkpoints=None if out_dir is None else out_dir / "checkpoints",
+        progress=job.progress,
+    )
     start = time.perf_counter()
+    code = provenance.code_files(claim.check.__module__)
     common = dict(
         claim_id=claim.id,
         family=claim.family,
@@ -99,6 +97,9 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
         seed=job.seed,
         mode=job.mode,
         versions=versions(),
+        code_files=code,
+        code_hash=provenance.digest(seeding.canonical_json(code)),
+        content_hashes={},  # sealed by run_jobs when it stores the record
     )
     try:
         torch.manual_seed(ctx.seed_for("global"))  # only a backstop: checks draw from ctx
@@ -134,14 +135,16 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _is_current(record: Record | None, job: Job) -> bool:
+def _is_current(check: store.RecordCheck, job: Job) -> bool:
+    """The rule of ``catalogue verify``: a valid record of the claim's current code, for this job."""
+    record = check.record
     return (
-        record is not None
+        check.status == "current"
+        and record is not None
         and record.verdict != "error"
         and record.spec_hash == job.spec_hash
         and record.seed == job.seed
         and record.mode == job.mode
-        and record.versions.get("flatness-catalogue") == versions()["flatness-catalogue"]
     )
 
 
@@ -158,8 +161,9 @@ def run_jobs(
 ) -> list[Record]:
     """Run ``jobs`` and write each record to ``out_dir`` as soon as it finishes.
 
-    With ``resume``, a job whose stored record has the same spec hash, seed and mode (and is not
-    an error) is skipped. ``n_jobs > 1`` or ``backend="dask"`` runs through joblib: claims
+    With ``resume``, a job whose stored record is current (see :mod:`catalogue.store`: valid, and
+    computed by the claim's present code) with the same spec hash, seed and mode, and is not an
+    error, is skipped. ``n_jobs > 1`` or ``backend="dask"`` runs through joblib: claims
     registered as ``parallel`` run first, one at a time, each spreading its own tasks over all the
     workers; the others then run side by side. A KeyboardInterrupt leaves every finished record on
     disk.
@@ -168,7 +172,7 @@ def run_jobs(
     out_dir = Path(out_dir)
     todo = []
     for job in jobs:
-        if resume and _is_current(store.read_record(store.record_path(out_dir, job.claim_id)), job):
+        if resume and _is_current(store.check_record_file(store.record_path(out_dir, job.claim_id, job.mode)), job):
             if on_skip:
                 on_skip(job)
         else:
@@ -176,18 +180,21 @@ def run_jobs(
     records = []
     for record in _execute(todo, out_dir, execution):
         try:
+            record = store.seal(record)
             store.write_record(out_dir, record)
         except (TypeError, ValueError) as exc:  # a record that cannot be serialized becomes an error record
-            record = record.model_copy(
-                update={
-                    "verdict": "error",
-                    "agrees": False,
-                    "error": f"record not serializable: {exc}",
-                    "evidence": {},
-                    "thresholds": {},
-                    "figures": [],
-                    "tables": [],
-                }
+            record = store.seal(
+                record.model_copy(
+                    update={
+                        "verdict": "error",
+                        "agrees": False,
+                        "error": f"record not serializable: {exc}",
+                        "evidence": {},
+                        "thresholds": {},
+                        "figures": [],
+                        "tables": [],
+                    }
+                )
             )
             store.write_record(out_dir, record)
         records.append(record)

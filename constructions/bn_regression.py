@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from constructions.data import Dataset, gaussian_inputs, linear_teacher
+from constructions.divergence import check_finite
 from constructions.nets import BNLinearRegression
 from constructions.specs import BNLinearRegressionSpec
 
@@ -163,9 +164,11 @@ def gradient_descent(
     w = w0.clone()
     shrink = 1 - lr * weight_decay
     log_steps, rows = [], []
+    last_finite = float("nan")
     with torch.no_grad():
         for t in range(steps + 1):
             if t % log_every == 0 or t == steps:
+                last_finite = check_finite(t, float(problem.loss_and_grad(w)[0].max()), w, last_finite)
                 eff = (lr / (shrink * w.norm(dim=-1) ** 2)).numpy()
                 log_steps.append(t)
                 rows.append(_log_row(problem, w, eff))

@@ -42,6 +42,7 @@ from constructions.specs import (
 )
 from constructions.training import SGDRun, train_sgd
 from constructions.xor import build_xor
+from evaluators import zero_one_error
 
 __all__ = [
     "DigitsModel",
@@ -52,7 +53,6 @@ __all__ = [
     "TrainedModel",
     "task_of",
     "train_model",
-    "classification_error",
 ]
 
 
@@ -165,13 +165,6 @@ class TrainedModel:
     classifier: bool
 
 
-def classification_error(outputs: torch.Tensor, targets: torch.Tensor) -> float:
-    """0-1 error: arg-max over one-hot outputs, sign for a single ±1 output."""
-    if outputs.shape[1] == 1:
-        return float((torch.sign(outputs) != torch.sign(targets)).double().mean())
-    return float((outputs.argmax(dim=1) != targets.argmax(dim=1)).double().mean())
-
-
 def task_of(spec) -> dict[str, Any]:
     """What a member's data generator is seeded from: its kind and its ``TASK_FIELDS``."""
     return {"kind": spec.kind, **{name: getattr(spec, name) for name in spec.TASK_FIELDS}}
@@ -217,7 +210,7 @@ def train_model(spec, data: torch.Generator, init: torch.Generator) -> TrainedMo
         sam_rho=spec.sam_rho,
         max_epochs=spec.max_epochs,
         target_loss=spec.target_loss,
-        error_fn=classification_error if classifier else None,
+        error_fn=zero_one_error if classifier else None,
         generator=init,
     )
     return TrainedModel(model, x, y, x_test, y_test, run, classifier)

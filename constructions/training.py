@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from constructions.divergence import check_finite
 from evaluators import Objective, mse
 from evaluators.sharpness import spherical_sharpness
 
@@ -104,9 +105,11 @@ def gd_weight_decay_scale_invariant(
     theta = obj.theta.clone()
     shrink = 1 - lr * weight_decay
     logs: list[tuple[int, float, float, float, float]] = []
+    last_finite = float("nan")
     for t in range(steps + 1):
         loss, g = obj.loss_and_grad(theta)
         if t % log_every == 0 or t == steps:
+            last_finite = check_finite(t, loss, theta, last_finite)
             w_norm = float(theta[idx].norm())
             sharp = spherical_sharpness(obj, params=params, theta=theta, seed=seed).value
             logs.append((t, loss, w_norm, lr / (shrink * w_norm**2), sharp))
@@ -125,6 +128,7 @@ class SGDRun:
     error: float
     converged: bool
     diverged: bool
+    last_finite_loss: float = float("nan")  # the last epoch's finite training loss before a divergence
 
 
 def train_sgd(
@@ -150,14 +154,14 @@ def train_sgd(
     Batches are a fresh random partition of the training set each epoch (drawn from ``generator``).
     After every epoch the full training loss (and, with ``error_fn(outputs, y)``, the training
     error) is evaluated; the run stops as *converged* at the first epoch with loss ≤
-    ``target_loss`` (and zero training error), as *diverged* at a non-finite loss, or after
-    ``max_epochs``.
+    ``target_loss`` (and zero training error), as *diverged* at a non-finite loss or weight (its
+    loss and error then NaN, ``last_finite_loss`` the epoch before), or after ``max_epochs``.
     """
     if y.dim() != 2:
         raise ValueError(f"targets must be (n, outputs), got shape {tuple(y.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
     n = x.shape[0]
-    loss, error = float("nan"), float("nan")
+    loss, error, last_finite = float("nan"), float("nan"), float("nan")
     for epoch in range(1, max_epochs + 1):
         for idx in torch.randperm(n, generator=generator).split(batch_size):
             xb, yb = x[idx], y[idx]
@@ -179,8 +183,11 @@ def train_sgd(
             out = model(x)
             loss = float(mse(out, y))
             error = float(error_fn(out, y)) if error_fn is not None else 0.0
-        if not np.isfinite(loss):
-            return SGDRun(epoch, loss, error, converged=False, diverged=True)
+        if not (np.isfinite(loss) and all(bool(torch.isfinite(p).all()) for p in params)):
+            return SGDRun(
+                epoch, float("nan"), float("nan"), converged=False, diverged=True, last_finite_loss=last_finite
+            )
+        last_finite = loss
         if loss <= target_loss and error == 0.0:
-            return SGDRun(epoch, loss, error, converged=True, diverged=False)
-    return SGDRun(max_epochs, loss, error, converged=False, diverged=False)
+            return SGDRun(epoch, loss, error, converged=True, diverged=False, last_finite_loss=loss)
+    return SGDRun(max_epochs, loss, error, converged=False, diverged=False, last_finite_loss=last_finite)

@@ -16,15 +16,22 @@ Full-batch GD+WD is ``w ← w − η (∇L(w) + λ w)`` with L = (1/n) Σ_i ℓ_
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from tqdm import tqdm
 
+from constructions.sam_steps import rank_one_epoch, simbn_epoch
 from constructions.xor import TwoLayerNet, simbn_scale
-from evaluators import Objective, hessian_trace
+from evaluators.objective import Objective
+from evaluators.trace import hessian_trace
 
 __all__ = [
     "ARCHITECTURES",
@@ -36,8 +43,11 @@ __all__ = [
     "neuron_alignment",
     "sam_epoch",
     "sam_step_autograd",
+    "simbn_step_autograd",
     "gd_weight_decay_step",
     "train_xor",
+    "Phase",
+    "TrainingState",
     "log_epochs",
 ]
 
@@ -83,11 +93,15 @@ def init_xor_nets(
     *,
     first_layer_scale: float = 1.0,
     simln_eps: float = 1.0,
+    simbn_gamma: float = 1.0,
 ) -> XorNets:
-    """PyTorch's default ``nn.Linear`` init: W1, b1 ~ U(±1/√d)·scale, W2 ~ U(±1/√m); γ = 1 (Sim-BN).
+    """PyTorch's default ``nn.Linear`` init: W1, b1 ~ U(±1/√d)·scale, W2 ~ U(±1/√m); γ = ``simbn_gamma`` (Sim-BN).
 
     The paper does not state its init; this one keeps 1-SAM at η = 0.01 stable at d = 30, m = 500
-    (per-sample curvature 2‖∇f(x_i)‖² ≈ 180 < 2/η), where N(0, 1/d) rows (≈ 530) diverge.
+    (per-sample curvature 2‖∇f(x_i)‖² ≈ 180 < 2/η), where N(0, 1/d) rows (≈ 530) diverge. Sim-BN's
+    features have mean square 1 over the training set, so its per-sample curvature is about
+    2m·γ² from the W2 block alone: with γ = 1 at m = 500 that is ≈ 1000 > 2/η = 400 at the paper's
+    η = 0.005 and 1-SAM diverges within an epoch; γ = 1/4 brings it to ≈ 62.
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
@@ -98,7 +112,7 @@ def init_xor_nets(
     w1 = uniform(runs, width, d, bound=first_layer_scale / math.sqrt(d))
     b1 = uniform(runs, width, bound=first_layer_scale / math.sqrt(d))
     w2 = uniform(runs, width, bound=1 / math.sqrt(width))
-    gamma = torch.ones(runs, width, dtype=torch.float64) if arch == "simbn" else None
+    gamma = torch.full((runs, width), simbn_gamma, dtype=torch.float64) if arch == "simbn" else None
     return XorNets(arch, w1, None if arch == "nobias" else b1, w2, gamma, simln_eps)
 
 
@@ -156,41 +170,9 @@ def neuron_alignment(nets: XorNets) -> torch.Tensor:
     return (c * frac).sum(1) / c.sum(1).clamp_min(1e-300)
 
 
-def _hidden_grads(nets: XorNets, h: torch.Tensor, w2: torch.Tensor, y: torch.Tensor):
-    """∂ℓ/∂h and ∂ℓ/∂W2 for one sample per run (h: (R, m)), ℓ = (W2·φ(relu(h)) − y)²."""
-    a = torch.relu(h)
-    if nets.arch == "simln":
-        norm = a.norm(dim=1, keepdim=True)
-        s = norm.clamp_min(nets.simln_eps)
-        z = a / s
-    else:
-        z = a
-    g = 2.0 * ((w2 * z).sum(1) - y)
-    dw2 = g.unsqueeze(1) * z
-    dz = g.unsqueeze(1) * w2
-    if nets.arch == "simln":  # ∂(a/‖a‖)/∂a = (I − z zᵀ)/‖a‖ above ϵ, I/ϵ below
-        dz = (dz - z * ((z * dz).sum(1, keepdim=True) * (norm > nets.simln_eps))) / s
-    return dz * (h > 0), dw2
-
-
-def _sam_step_rank_one(nets: XorNets, x: torch.Tensor, y: torch.Tensor, lr: float, rho: float) -> None:
-    """One 1-SAM step per run on its sample (x: (R, d), y: (R,)), in place."""
-    lift = x.pow(2).sum(1, keepdim=True) + (0.0 if nets.b1 is None else 1.0)  # ‖[x; 1]‖²
-    h = torch.bmm(nets.w1, x.unsqueeze(2)).squeeze(2)
-    if nets.b1 is not None:
-        h = h + nets.b1
-    dh, dw2 = _hidden_grads(nets, h, nets.w2, y)
-    norm = (dw2.pow(2).sum(1, keepdim=True) + dh.pow(2).sum(1, keepdim=True) * lift).sqrt()
-    step = torch.where(norm > 0, rho / norm, torch.zeros_like(norm))  # ∇ℓ = 0: no ascent
-    dh, dw2 = _hidden_grads(nets, h + step * dh * lift, nets.w2 + step * dw2, y)
-    nets.w1.baddbmm_(dh.unsqueeze(2), x.unsqueeze(1), alpha=-lr)
-    if nets.b1 is not None:
-        nets.b1.sub_(lr * dh)
-    nets.w2.sub_(lr * dw2)
-
-
-def _sam_step_full_forward(nets: XorNets, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, lr, rho) -> None:
-    """1-SAM for Sim-BN: ℓ_i depends on all of x through the normalization; autograd through it."""
+def simbn_step_autograd(nets: XorNets, x: torch.Tensor, y: torch.Tensor, index: torch.Tensor, lr, rho) -> None:
+    """The autograd reference for Sim-BN: one 1-SAM step of every run through the full forward pass
+    (ℓ_i depends on every point through the normalization), in place. For tests and benchmarks."""
     params = nets.tensors()
     rows = torch.arange(nets.runs)
 
@@ -209,15 +191,13 @@ def _sam_step_full_forward(nets: XorNets, x: torch.Tensor, y: torch.Tensor, inde
 
 
 def sam_epoch(nets: XorNets, x: torch.Tensor, y: torch.Tensor, lr: float, rho: float, generator: torch.Generator):
-    """One epoch of 1-SAM: every run visits the n training points in its own random order (in place)."""
+    """One epoch of 1-SAM: every run visits the n training points in its own random order (in place).
+
+    Rank-one nets by the one-pass compiled step, Sim-BN by closed-form gradients
+    (:mod:`constructions.sam_steps`).
+    """
     order = torch.argsort(torch.rand(nets.runs, len(x), generator=generator), dim=1)
-    if nets.arch == "simbn":
-        for t in range(len(x)):
-            _sam_step_full_forward(nets, x, y, order[:, t], lr, rho)
-        return
-    xs, ys = x[order], y[order]  # (R, n, d), (R, n)
-    for t in range(len(x)):
-        _sam_step_rank_one(nets, xs[:, t], ys[:, t], lr, rho)
+    (simbn_epoch if nets.arch == "simbn" else rank_one_epoch)(nets, x, y, order, lr, rho)
 
 
 def sam_step_autograd(net: TwoLayerNet, x: torch.Tensor, y: torch.Tensor, i: int, lr: float, rho: float) -> None:
@@ -270,12 +250,56 @@ class TrainingLog:
     hessian_trace_stderr: torch.Tensor
     steps: int  # optimizer steps per run
     seconds: float
+    diverged_epoch: list[int | None]  # per run: the first epoch its weights were non-finite (None: never)
+    last_finite_loss: list[float]  # per run: the train loss at its last logged epoch before it diverged
+
+    @property
+    def diverged_runs(self) -> int:
+        return sum(e is not None for e in self.diverged_epoch)
 
 
 def log_epochs(epochs: int, points: int) -> list[int]:
     """0, then ``points`` roughly geometric epochs up to ``epochs`` (curves are read on a log axis)."""
     grid = torch.logspace(0, math.log10(max(epochs, 1)), points).round().long().tolist()
     return sorted({0, *grid, epochs})
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of training with one setting: ``epochs`` epochs (GD: full-batch steps) at step size
+    ``lr``, SAM radius ``rho`` (1-SAM) and weight decay ``weight_decay`` (GD)."""
+
+    epochs: int
+    lr: float
+    rho: float = 0.0
+    weight_decay: float = 0.0
+
+
+ROWS = ("loss", "trace", "err", "se", "mse", "align", "norm", "hutch", "hutch_se")
+
+
+@dataclass
+class TrainingState:
+    """Everything :func:`train_xor` needs to continue a run bit for bit: ``epoch`` epochs done,
+    the weights, the sample-order generator, the curves logged so far, divergence, time spent."""
+
+    epoch: int
+    tensors: list[torch.Tensor]
+    generator: torch.Tensor
+    rows: dict[str, list[torch.Tensor]]
+    logged: list[int]
+    diverged: list[int | None]
+    last_finite: torch.Tensor
+    seconds: float
+    finished: bool = False
+
+    def to_dict(self) -> dict:
+        """Plain containers of tensors and numbers (``torch.load(..., weights_only=True)`` reads them)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainingState:
+        return cls(**data)
 
 
 def train_xor(
@@ -286,65 +310,106 @@ def train_xor(
     test_y: torch.Tensor,
     *,
     method: Literal["sam", "gd"],
-    lr: float,
-    epochs: int,
+    phases: Sequence[Phase],
     generator: torch.Generator,
-    rho: float = 0.0,
-    rho_late: tuple[int, float] | None = None,
-    weight_decay: float = 0.0,
     log_points: int = 24,
     hessian_samples: int = 0,
+    resume: TrainingState | None = None,
+    checkpoint: Callable[[TrainingState], None] | None = None,
+    checkpoint_every: float = 300.0,
+    progress: bool = False,
 ) -> TrainingLog:
-    """Train ``nets`` in place by 1-SAM or GD+WD and log the curves at ~geometric epochs.
+    """Train ``nets`` in place by 1-SAM or GD+WD through ``phases`` and log the curves at ~geometric epochs.
+
+    Divergence is checked once per epoch: a run whose weights turn non-finite is recorded in
+    ``diverged_epoch`` and its logged metrics are NaN from then on (its 0-1 error too: a NaN output
+    is never a correct prediction); once every run has diverged, training stops with one last log.
 
     Args:
-        rho_late: ``(epoch, ρ')``: switch SAM's radius to ρ' from that epoch on (Table 2, bias net).
+        phases: the schedule, e.g. ρ 0.05 then 0.1 for the bias net (Wen et al. Table 2).
         log_points: number of logged epochs besides 0 and the last.
         hessian_samples: if > 0, also log run 0's Tr ∇²L from the Hutch++ evaluator with this many
             Hessian-vector products (the Gauss–Newton trace equals it only at interpolation for
             Sim-LN and Sim-BN).
+        resume: a state from ``checkpoint`` of the same run (same nets, data, phases and
+            generator seed): training continues from it and ends with the same numbers, bit for bit.
+        checkpoint: called with the state every ``checkpoint_every`` seconds of training, and once at
+            the end (``finished``); the caller stores it (atomically) for ``resume``.
+        progress: a progress bar on stderr (epochs, steps/s, time left).
     """
-    logged = log_epochs(epochs, log_points)
-    marks = set(logged)
-    rows: dict[str, list[torch.Tensor]] = {
-        k: [] for k in ("loss", "trace", "err", "se", "mse", "align", "norm", "hutch", "hutch_se")
-    }
-    start = time.perf_counter()
-    for epoch in range(epochs + 1):
-        if epoch in marks:
-            with torch.no_grad():
-                train_out = xor_outputs(nets, x)
-                test_out = xor_outputs(nets, test_x, reference=x)
-            err = (test_out * test_y <= 0).double().mean(1)
-            rows["loss"].append((train_out - y).pow(2).mean(1))
-            rows["trace"].append(gauss_newton_trace(nets, x))
-            rows["err"].append(err)
-            rows["se"].append((err * (1 - err) / len(test_y)).sqrt())
-            rows["mse"].append((test_out - test_y).pow(2).mean(1))
-            rows["align"].append(neuron_alignment(nets))
-            first = nets.w1.pow(2).sum((1, 2)) + (0 if nets.b1 is None else nets.b1.pow(2).sum(1))
-            rows["norm"].append(first.sqrt())
-            est = (
-                hessian_trace(Objective(nets.module(0), x, y), method="hutch++", samples=hessian_samples, seed=epoch)
-                if hessian_samples
-                else None
+    total = sum(p.epochs for p in phases)
+    ends = list(itertools.accumulate(p.epochs for p in phases))
+    steps_per_epoch = 1 if method == "gd" else len(x)
+    state = resume or TrainingState(
+        epoch=0,
+        tensors=[],
+        generator=generator.get_state(),
+        rows={k: [] for k in ROWS},
+        logged=log_epochs(total, log_points),
+        diverged=[None] * nets.runs,
+        last_finite=torch.full((nets.runs,), math.nan, dtype=torch.float64),
+        seconds=0.0,
+    )
+    if resume is not None:
+        for t, saved in zip(nets.tensors(), resume.tensors, strict=True):
+            t.copy_(saved)
+        generator.set_state(resume.generator)
+    marks = set(state.logged)
+    start = last_save = time.perf_counter()
+    bar = tqdm(
+        total=total,
+        initial=state.epoch,
+        unit="epoch",
+        desc=f"{nets.arch} {method}",
+        disable=not progress or state.finished,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+
+    def snapshot(finished: bool = False) -> TrainingState:
+        state.tensors = [t.clone() for t in nets.tensors()]
+        state.generator = generator.get_state()
+        state.seconds += time.perf_counter() - start
+        state.finished = finished
+        return state
+
+    while not state.finished:
+        epoch = state.epoch
+        if checkpoint is not None and epoch > 0 and time.perf_counter() - last_save >= checkpoint_every:
+            checkpoint(snapshot())
+            start = last_save = time.perf_counter()
+        finite = _finite_runs(nets)
+        for run in (~finite).nonzero().flatten().tolist():
+            state.diverged[run] = epoch if state.diverged[run] is None else state.diverged[run]
+        all_diverged = not bool(finite.any())
+        if all_diverged:  # nothing left to train: one last (undefined) log at this epoch
+            state.logged = [e for e in state.logged if e < epoch] + [epoch]
+        if epoch in marks or all_diverged:
+            state.last_finite = _log(
+                state.rows, nets, x, y, test_x, test_y, finite, state.last_finite, hessian_samples, epoch
             )
-            rows["hutch"].append(torch.tensor(math.nan if est is None else est.value))
-            rows["hutch_se"].append(torch.tensor(math.nan if est is None else est.error))
-        if epoch == epochs:
+        if epoch == total or all_diverged:
             break
+        phase = phases[bisect.bisect_right(ends, epoch)]
         if method == "gd":
-            gd_weight_decay_step(nets, x, y, lr, weight_decay)
+            gd_weight_decay_step(nets, x, y, phase.lr, phase.weight_decay)
         else:
-            r = rho_late[1] if rho_late is not None and epoch >= rho_late[0] else rho
-            sam_epoch(nets, x, y, lr, r, generator)
-    seconds = time.perf_counter() - start
+            sam_epoch(nets, x, y, phase.lr, phase.rho, generator)
+        state.epoch = epoch + 1
+        bar.update(1)
+        if bar.format_dict["rate"]:
+            bar.set_postfix_str(f"{bar.format_dict['rate'] * steps_per_epoch * nets.runs:,.0f} steps/s", refresh=False)
+    bar.close()
+    if not state.finished:
+        snapshot(finished=True)
+        if checkpoint is not None:
+            checkpoint(state)
 
     def stack(k):
-        return torch.stack(rows[k], dim=1)
+        return torch.stack(state.rows[k], dim=1)
 
     return TrainingLog(
-        logged,
+        state.logged,
         stack("loss"),
         stack("trace"),
         stack("err"),
@@ -352,8 +417,41 @@ def train_xor(
         stack("mse"),
         stack("align"),
         stack("norm"),
-        torch.stack(rows["hutch"]),
-        torch.stack(rows["hutch_se"]),
-        steps=epochs * (1 if method == "gd" else len(x)),
-        seconds=seconds,
+        torch.stack(state.rows["hutch"]),
+        torch.stack(state.rows["hutch_se"]),
+        steps=state.epoch * steps_per_epoch,
+        seconds=state.seconds,
+        diverged_epoch=list(state.diverged),
+        last_finite_loss=state.last_finite.tolist(),
     )
+
+
+def _log(rows, nets, x, y, test_x, test_y, finite, last_finite, hessian_samples, epoch) -> torch.Tensor:
+    """Append one logged epoch to ``rows``; returns the per-run last finite train loss."""
+    undefined = torch.zeros(nets.runs, dtype=torch.float64).masked_fill(~finite, math.nan)  # NaN, not a number
+    with torch.no_grad():
+        train_out = xor_outputs(nets, x)
+        test_out = xor_outputs(nets, test_x, reference=x)
+    err = (test_out * test_y <= 0).double().mean(1) + undefined
+    loss = (train_out - y).pow(2).mean(1) + undefined
+    rows["loss"].append(loss)
+    rows["trace"].append(gauss_newton_trace(nets, x) + undefined)
+    rows["err"].append(err)
+    rows["se"].append((err * (1 - err) / len(test_y)).sqrt())
+    rows["mse"].append((test_out - test_y).pow(2).mean(1) + undefined)
+    rows["align"].append(neuron_alignment(nets) + undefined)
+    first = nets.w1.pow(2).sum((1, 2)) + (0 if nets.b1 is None else nets.b1.pow(2).sum(1))
+    rows["norm"].append(first.sqrt() + undefined)
+    est = (
+        hessian_trace(Objective(nets.module(0), x, y), method="hutch++", samples=hessian_samples, seed=epoch)
+        if hessian_samples and finite[0]
+        else None
+    )
+    rows["hutch"].append(torch.tensor(math.nan if est is None else est.value))
+    rows["hutch_se"].append(torch.tensor(math.nan if est is None else est.error))
+    return torch.where(finite, loss, last_finite)
+
+
+def _finite_runs(nets: XorNets) -> torch.Tensor:
+    """Which runs have only finite weights (shape (R,)); one cheap pass per epoch."""
+    return torch.stack([t.isfinite().flatten(1).all(1) for t in nets.tensors()]).all(0)

@@ -283,8 +283,13 @@ class Objective:
 
 
 def zero_one_error(output: torch.Tensor, targets: torch.Tensor) -> float:
-    """0-1 error: argmax for several outputs (targets as indices or one-hot), else P(y f(x) ≤ 0)."""
+    """0-1 error: argmax for several outputs (targets as indices or one-hot), else P(y f(x) ≤ 0).
+
+    NaN when any output is non-finite: a diverged model's error is undefined, never counted as correct.
+    """
     output = output.detach()
+    if not bool(torch.isfinite(output).all()):
+        return float("nan")
     if output.ndim == 2 and output.shape[1] > 1:
         labels = targets if targets.ndim == 1 else targets.argmax(dim=1)
         return float((output.argmax(dim=1) != labels).double().mean())

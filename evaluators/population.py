@@ -36,11 +36,18 @@ def squared_error(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def zero_one_loss(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Per-sample 0-1 loss: ``1[y f(x) ≤ 0]`` for scalar outputs, ``1[argmax f ≠ y]`` otherwise."""
+    """Per-sample 0-1 loss: ``1[y f(x) ≤ 0]`` for scalar outputs, ``1[argmax f ≠ y]`` otherwise.
+
+    NaN for a sample whose prediction is non-finite (undefined, never counted as correct).
+    """
     if pred.ndim == 2 and pred.shape[1] > 1:
         labels = y if y.ndim == 1 else y.argmax(dim=1)
-        return (pred.argmax(dim=1) != labels).double()
-    return (pred.reshape(-1) * y.reshape(-1) <= 0).double()
+        loss = (pred.argmax(dim=1) != labels).double()
+        finite = torch.isfinite(pred).all(dim=1)
+    else:
+        loss = (pred.reshape(-1) * y.reshape(-1) <= 0).double()
+        finite = torch.isfinite(pred.reshape(-1))
+    return torch.where(finite, loss, torch.full_like(loss, float("nan")))
 
 
 def population_loss(

@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from catalogue import seeding, store
+from catalogue import seeding
+from catalogue.atomic import atomic_write_text
 from catalogue.benchmark import (
     MEASURES,
     RESCALINGS,
@@ -127,7 +128,7 @@ def _evaluate(p: BenchmarkParams, ctx: ClaimContext) -> dict[str, dict[str, Any]
         if ctx.artifacts is not None:
             digest = seeding.spec_hash({"population": population.model_dump(mode="json"), "seed": ctx.seed})
             csv_path = ctx.artifacts / "benchmark" / f"{name}-{digest[:10]}.csv"
-            store.atomic_write_text(csv_path, population_table(rows, hyper))
+            atomic_write_text(csv_path, population_table(rows, hyper))
         scores = population_scores(kept, hyper, ctx.seed, p.resamples) if len(kept) >= p.min_models else {}
         complete, expected, present = grid_completeness({h: [r[h] for r in kept] for h in hyper})
         out[name] = {

@@ -606,8 +606,8 @@ def sharp_minimum_generalizes(p: SharpGeneralizesParams, ctx: ClaimContext) -> O
     def measure(net, problem):
         obj = Objective(net, problem.data.x, problem.data.y)
         with torch.no_grad():
-            test_err = float((net(problem.data.x_test).argmax(1) != problem.test_labels).double().mean())
-            train_err = float((net(problem.data.x).argmax(1) != problem.labels).double().mean())
+            test_err = ev.zero_one_error(net(problem.data.x_test), problem.test_labels)  # NaN if it diverged
+            train_err = ev.zero_one_error(net(problem.data.x), problem.labels)
         return {
             "lambda_max": ev.hessian_top_eigenvalue(obj, rtol=1e-10, seed=ctx.int_seed("lanczos")).value,
             "trace": ev.hessian_trace(obj, method="exact").value,

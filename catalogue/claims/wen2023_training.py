@@ -8,18 +8,25 @@ share a configuration share its runs (cached in-process) and see the same number
 from __future__ import annotations
 
 import functools
+import io
+import os
+import sys
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import torch
 from pydantic import Field
 
-from catalogue import seeding
+from catalogue import provenance, seeding
+from catalogue.atomic import atomic_write_bytes
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
 from catalogue.registry import register
 from catalogue.verdicts import combine
+from catalogue.versions import versions
 from constructions.specs import NonNegativeFloat, PositiveFloat, PositiveInt, Spec, XorSpec
 from constructions.xor import XorData, build_xor
-from constructions.xor_training import TrainingLog, XorNets, init_xor_nets, train_xor
+from constructions.xor_training import Phase, TrainingLog, TrainingState, XorNets, init_xor_nets, train_xor
 from evaluators import Objective, hessian_trace
 
 PAPER = (
@@ -53,11 +60,20 @@ class TrainConfig(Spec):
     sam_rho: PositiveFloat = 0.05
     sam_rho_late: tuple[PositiveInt, PositiveFloat] | None = None
     sam_epochs: PositiveInt = 1000
+    sam_phases: tuple[tuple[PositiveInt, PositiveFloat, PositiveFloat], ...] | None = Field(
+        None,
+        min_length=1,
+        description="(epochs, η, ρ) per phase of 1-SAM, as the rows of Table 2; replaces sam_epochs, sam_lr, "
+        "sam_rho and sam_rho_late",
+    )
     gd_lr: PositiveFloat = 0.01
     weight_decay: NonNegativeFloat = 0.05
     gd_steps: PositiveInt = 20000
     first_layer_scale: PositiveFloat = 1.0
     simln_eps: PositiveFloat = 0.01
+    simbn_gamma: PositiveFloat = Field(
+        1.0, description="Sim-BN's γ at init (the paper does not say; see init_xor_nets)"
+    )
     test_samples: PositiveInt = 4000
     log_points: PositiveInt = 24
     hessian_samples: int = Field(60, ge=0, description="Hutch++ HVPs for run 0's Tr ∇²L at each log (0: off)")
@@ -69,12 +85,79 @@ class Thresholds(Spec):
     interpolates_below: PositiveFloat = Field(0.02, description="final train MSE that counts as interpolating")
 
 
+def sam_schedule(cfg: TrainConfig) -> list[Phase]:
+    """1-SAM's phases: ``sam_phases``, else η, ρ for ``sam_epochs`` with ρ → ρ' at ``sam_rho_late``."""
+    if cfg.sam_phases:
+        return [Phase(epochs, lr, rho) for epochs, lr, rho in cfg.sam_phases]
+    if cfg.sam_rho_late is None:
+        return [Phase(cfg.sam_epochs, cfg.sam_lr, cfg.sam_rho)]
+    switch, late = cfg.sam_rho_late
+    return [Phase(switch, cfg.sam_lr, cfg.sam_rho), Phase(cfg.sam_epochs - switch, cfg.sam_lr, late)]
+
+
+def _training_seed(cfg: TrainConfig) -> str:
+    """The hash a configuration's random draws come from. The evaluator's probes do not touch the
+    training, and a field at its default None leaves the hash as it was before the field existed,
+    so the runs (data, init, sample order) stay the same whether or not they are logged."""
+    data = cfg.model_dump(mode="json", exclude={"hessian_samples"})
+    for name, default in ADDED_FIELDS.items():
+        if data[name] == default:
+            del data[name]
+    return seeding.spec_hash(data)
+
+
+ADDED_FIELDS = {"sam_phases": None, "simbn_gamma": 1.0}  # fields added later, left out of the hash at their default
+
+
+CHECKPOINT_EVERY = 300.0  # seconds between checkpoints; the environment's CATALOGUE_CHECKPOINT_EVERY overrides it
+
+
+def _checkpoint_path(cfg: TrainConfig, method: str, user_seed: int, directory: Path) -> Path:
+    """One file per run of a configuration, keyed by everything its numbers depend on: the
+    configuration, the method, the user seed, the trainer's code and the library versions."""
+    key = seeding.spec_hash(
+        {
+            "config": cfg.model_dump(mode="json"),
+            "method": method,
+            "user_seed": user_seed,
+            "code": provenance.code_files("constructions.xor_training"),
+            "versions": versions(),
+        }
+    )
+    return directory / f"xor-{cfg.arch}-{method}-{key[:16]}.pt"
+
+
+def _load_state(path: Path | None) -> TrainingState | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return TrainingState.from_dict(torch.load(path, weights_only=True))
+    except Exception as exc:  # a torn or foreign file: train from the start rather than trust it
+        print(f"warning: ignoring unreadable checkpoint {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def _save_state(path: Path, state: TrainingState) -> None:
+    buffer = io.BytesIO()
+    torch.save(state.to_dict(), buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 @functools.lru_cache(maxsize=16)
-def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tuple[XorNets, TrainingLog, XorData]:
-    """Train ``cfg.runs`` nets by ``method``; returns the nets, the log and the data. Do not mutate them."""
-    # the evaluator's probes do not touch the training: leaving them out of the hash keeps the runs
-    # (data, init, sample order) identical whether or not they are logged
-    seed = seeding.spec_hash(cfg.model_dump(mode="json", exclude={"hessian_samples"}))
+def train(
+    cfg: TrainConfig,
+    method: Literal["sam", "gd"],
+    user_seed: int,
+    checkpoints: Path | None = None,
+    progress: bool = False,
+) -> tuple[XorNets, TrainingLog, XorData]:
+    """Train ``cfg.runs`` nets by ``method``; returns the nets, the log and the data. Do not mutate them.
+
+    With ``checkpoints`` (a directory), the run saves its state there every few minutes and at the
+    end, and continues from a saved state of the same run wherever it finds one: a stopped run
+    resumes, a finished one is read back, with the same numbers bit for bit.
+    """
+    seed = _training_seed(cfg)
     data = build_xor(cfg.scenario, seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, "xor")))
     test_x, test_y = data.sample(
         cfg.test_samples, seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, "test"))
@@ -87,12 +170,11 @@ def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tup
         seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, "init")),
         first_layer_scale=cfg.first_layer_scale,
         simln_eps=cfg.simln_eps,
+        simbn_gamma=cfg.simbn_gamma,
     )
     order = seeding.torch_generator(seeding.derive_seed(seed, 0, user_seed, f"order-{method}"))
-    if method == "sam":
-        schedule = {"lr": cfg.sam_lr, "rho": cfg.sam_rho, "rho_late": cfg.sam_rho_late, "epochs": cfg.sam_epochs}
-    else:
-        schedule = {"lr": cfg.gd_lr, "weight_decay": cfg.weight_decay, "epochs": cfg.gd_steps}
+    phases = sam_schedule(cfg) if method == "sam" else [Phase(cfg.gd_steps, cfg.gd_lr, weight_decay=cfg.weight_decay)]
+    path = None if checkpoints is None else _checkpoint_path(cfg, method, user_seed, checkpoints)
     log = train_xor(
         nets,
         data.x,
@@ -100,18 +182,43 @@ def train(cfg: TrainConfig, method: Literal["sam", "gd"], user_seed: int) -> tup
         test_x,
         test_y,
         method=method,
+        phases=phases,
         generator=order,
         log_points=cfg.log_points,
         hessian_samples=cfg.hessian_samples,
-        **schedule,
+        resume=_load_state(path),
+        checkpoint=None if path is None else functools.partial(_save_state, path),
+        checkpoint_every=float(os.environ.get("CATALOGUE_CHECKPOINT_EVERY", CHECKPOINT_EVERY)),
+        progress=progress,
     )
     return nets, log, data
 
 
+def _run(cfg: TrainConfig, method: Literal["sam", "gd"], ctx: ClaimContext):
+    """:func:`train` with the run's checkpoint directory and progress setting."""
+    return train(cfg, method, ctx.seed, ctx.checkpoints, ctx.progress)
+
+
 def _final(log: TrainingLog) -> dict[str, float]:
-    """Means over runs at the last logged epoch (test error with its Monte Carlo stderr)."""
+    """Means over runs at the last logged epoch (test error with its Monte Carlo stderr).
+
+    A run that diverged has NaN metrics, so the means are NaN (never a number from a diverged run);
+    ``diverged_runs`` says how many, with the epochs and last finite losses.
+    """
     err = log.test_error[:, -1]
+    divergence = (
+        {
+            "diverged_runs": log.diverged_runs,
+            "diverged_at_epoch": [e for e in log.diverged_epoch if e is not None],
+            "last_finite_loss": [
+                v for v, e in zip(log.last_finite_loss, log.diverged_epoch, strict=True) if e is not None
+            ],
+        }
+        if log.diverged_runs
+        else {"diverged_runs": 0}
+    )
     return {
+        **divergence,
         "train_loss_max": float(log.train_loss[:, -1].max()),
         "trace": float(log.trace[:, -1].mean()),
         "test_error": float(err.mean()),
@@ -126,8 +233,11 @@ def _final(log: TrainingLog) -> dict[str, float]:
 
 
 def _generalization_verdict(final: dict[str, float], t: Thresholds) -> str:
-    """holds: interpolates and test error ≤ generalizes_below; refuted: ≥ fails_above; else inconclusive."""
-    if final["train_loss_max"] > t.interpolates_below:
+    """holds: interpolates and test error ≤ generalizes_below; refuted: ≥ fails_above; else inconclusive.
+
+    Any diverged run makes it inconclusive: the configuration did not train, so it says nothing either way.
+    """
+    if final["diverged_runs"] or final["train_loss_max"] > t.interpolates_below:
         return "inconclusive"
     if final["test_error"] <= t.generalizes_below:
         return "holds"
@@ -180,10 +290,10 @@ def _curves(cfg: TrainConfig, logs: dict[str, TrainingLog]) -> list[Figure]:
     return figures
 
 
-def _exact_trace_check(cfg: TrainConfig, user_seed: int) -> dict[str, float]:
+def _exact_trace_check(cfg: TrainConfig, ctx: ClaimContext) -> dict[str, float]:
     """Run 0 after 1-SAM: the logged Gauss–Newton trace against the evaluator's Tr ∇²L (Hutch++, 300 HVPs)."""
-    nets, log, data = train(cfg, "sam", user_seed)
-    est = hessian_trace(Objective(nets.module(0), data.x, data.y), method="hutch++", samples=300, seed=user_seed)
+    nets, log, data = _run(cfg, "sam", ctx)
+    est = hessian_trace(Objective(nets.module(0), data.x, data.y), method="hutch++", samples=300, seed=ctx.seed)
     return {"gauss_newton": float(log.trace[0, -1]), "hessian_trace": est.value, "hessian_trace_stderr": est.error}
 
 
@@ -202,41 +312,30 @@ QUICK_SMALL = {
 }
 
 
-@register(
-    id="wen2023.sam-nobias-generalizes",
-    title="1-SAM on the no-bias two-layer ReLU net interpolates XOR and generalizes",
-    statement="1-SAM (η = 0.01, ρ = 0.05) on 2-MLP-No-Bias reaches zero training loss with near-zero test error.",
-    source=_source("Table 1 (no-bias: 1-SAM ✓), Table 2, Figure 1"),
-    source_verdict="holds",
-    params=ArchParams,
-    quick={"train": {"arch": "nobias", **QUICK_SMALL}},
-    full={"train": {"arch": "nobias"}},
-)
-def sam_nobias_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
-    return _sam_outcome(p, ctx)
-
-
-def _sam_outcome(p: ArchParams, ctx: ClaimContext) -> Outcome:
-    """Verdict on 1-SAM's generalization, with GD+WD from the same initializations beside it."""
-    logs = {"1-SAM": train(p.train, "sam", ctx.seed)[1], "GD+WD": train(p.train, "gd", ctx.seed)[1]}
-    sam = _final(logs["1-SAM"])
-    return Outcome(
-        verdict=_generalization_verdict(sam, p.thresholds),
-        evidence={
-            "sam": sam,
-            "gd_wd": _final(logs["GD+WD"]),
-            "trace_check_run0": _exact_trace_check(p.train, ctx.seed),
-        },
-        thresholds=p.thresholds.model_dump(),
-        figures=_curves(p.train, logs),
-    )
-
-
+# The paper's budget (Table 2 of arXiv v2, one row per phase): 10⁵ epochs (GD+WD: 10⁵ full-batch
+# steps); bias 1-SAM 2·10⁵ epochs at ρ 0.05 then 4·10⁵ at ρ 0.1; Sim-BN 1-SAM 10⁵ epochs at
+# (η 0.005, ρ 0.1) then 10⁵ at (η 0.003, ρ 1). Width 500, d = 30, n = 100, 4 runs (Sim-BN 2: its step
+# touches the whole training set, ~4·10⁷ steps take hours on 2 cores).
+PAPER_EPOCHS = {"sam_epochs": 100_000, "gd_steps": 100_000, "log_points": 40}
+NOBIAS_PAPER = {"arch": "nobias", **PAPER_EPOCHS}
+BIAS_PAPER = {"arch": "bias", **PAPER_EPOCHS, "sam_phases": ((200_000, 0.01, 0.05), (400_000, 0.01, 0.1))}
+SIMBN_PHASES = ((100_000, 0.005, 0.1), (100_000, 0.003, 1.0))
 BIAS_FULL = {"arch": "bias", "sam_epochs": 8000, "sam_rho_late": (4000, 0.1)}
 BIAS_QUICK = {"arch": "bias", "runs": 2, "sam_epochs": 300, "sam_rho_late": (150, 0.1), "log_points": 10}
 SIMLN = {"arch": "simln", "sam_lr": 0.1, "sam_rho": 0.1, "gd_lr": 0.1, "first_layer_scale": 0.01}
 SIMLN_QUICK = {**SIMLN, "width": 100, "runs": 2, "sam_epochs": 300, "gd_steps": 3000, "log_points": 10}
-SIMBN_FULL = {"arch": "simbn", "width": 100, "runs": 2, "sam_epochs": 1000, "gd_steps": 5000}
+SIMLN_PAPER = {**SIMLN, **PAPER_EPOCHS}
+# γ = 1/4 at init: with γ = 1 at width 500 the per-sample curvature 2m·γ² ≈ 1000 exceeds 2/η and 1-SAM
+# diverges in its first epoch (measured; the paper does not state its init)
+SIMBN_FULL = {
+    "arch": "simbn",
+    "sam_lr": 0.005,
+    "sam_rho": 0.1,
+    "simbn_gamma": 0.25,
+    "sam_epochs": 1000,
+    "gd_steps": 5000,
+}
+SIMBN_PAPER = {**SIMBN_FULL, "runs": 2, **PAPER_EPOCHS, "sam_phases": SIMBN_PHASES}
 SIMBN_QUICK = {
     "arch": "simbn",
     "scenario": {"d": 10, "n": 40},
@@ -246,6 +345,40 @@ SIMBN_QUICK = {
     "gd_steps": 2000,
     "log_points": 10,
 }
+
+
+@register(
+    id="wen2023.sam-nobias-generalizes",
+    title="1-SAM on the no-bias two-layer ReLU net interpolates XOR and generalizes",
+    statement=(
+        "1-SAM (η = 0.01, ρ = 0.05; the paper runs 10⁵ epochs) on 2-MLP-No-Bias reaches zero training loss with "
+        "near-zero test error."
+    ),
+    source=_source("Table 1 (no-bias: 1-SAM ✓), Table 2, Figure 1"),
+    source_verdict="holds",
+    params=ArchParams,
+    quick={"train": {"arch": "nobias", **QUICK_SMALL}},
+    full={"train": {"arch": "nobias"}},
+    paper={"train": NOBIAS_PAPER},
+)
+def sam_nobias_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
+    return _sam_outcome(p, ctx)
+
+
+def _sam_outcome(p: ArchParams, ctx: ClaimContext) -> Outcome:
+    """Verdict on 1-SAM's generalization, with GD+WD from the same initializations beside it."""
+    logs = {"1-SAM": _run(p.train, "sam", ctx)[1], "GD+WD": _run(p.train, "gd", ctx)[1]}
+    sam = _final(logs["1-SAM"])
+    return Outcome(
+        verdict=_generalization_verdict(sam, p.thresholds),
+        evidence={
+            "sam": sam,
+            "gd_wd": _final(logs["GD+WD"]),
+            "trace_check_run0": _exact_trace_check(p.train, ctx),
+        },
+        thresholds=p.thresholds.model_dump(),
+        figures=_curves(p.train, logs),
+    )
 
 
 class BaselineParams(Spec):
@@ -266,9 +399,10 @@ class BaselineParams(Spec):
     params=BaselineParams,
     quick={"nobias": {"arch": "nobias", **QUICK_SMALL}, "bias": {"arch": "bias", **QUICK_SMALL}},
     full={"nobias": {"arch": "nobias"}, "bias": BIAS_FULL},
+    paper={"nobias": NOBIAS_PAPER, "bias": BIAS_PAPER},
 )
 def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
-    finals = {arch: _final(train(getattr(p, arch), "gd", ctx.seed)[1]) for arch in ("nobias", "bias")}
+    finals = {arch: _final(_run(getattr(p, arch), "gd", ctx)[1]) for arch in ("nobias", "bias")}
     return Outcome(
         verdict=combine(_generalization_verdict(f, p.thresholds) for f in finals.values()),
         evidence=finals,
@@ -280,23 +414,26 @@ def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
     id="wen2023.sam-bias-fails",
     title="On the bias net 1-SAM ends flatter than GD+WD but generalizes worse",
     statement=(
-        "1-SAM (η = 0.01, ρ = 0.05 then 0.1) on 2-MLP-Bias reaches a smaller Tr ∇²L than GD+WD and a test error "
-        "that fails (≥ the failing threshold) while GD+WD generalizes."
+        "1-SAM (η = 0.01, ρ = 0.05 then 0.1; the paper: 2·10⁵ then 4·10⁵ epochs) on 2-MLP-Bias reaches a smaller "
+        "Tr ∇²L than GD+WD and a test error that fails (≥ the failing threshold) while GD+WD generalizes."
     ),
     source=_source("Table 1 (bias: 1-SAM ✗), Table 2, Figure 4"),
     source_verdict="holds",
     params=ArchParams,
     quick={"train": BIAS_QUICK},
     full={"train": BIAS_FULL},
+    paper={"train": BIAS_PAPER},
 )
 def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
-    sam_log, gd_log = train(p.train, "sam", ctx.seed)[1], train(p.train, "gd", ctx.seed)[1]
+    sam_log, gd_log = _run(p.train, "sam", ctx)[1], _run(p.train, "gd", ctx)[1]
     sam, gd = _final(sam_log), _final(gd_log)
     t = p.thresholds
     flatter = sam["trace"] < gd["trace"]
     sam_fails = sam["train_loss_max"] <= t.interpolates_below and sam["test_error"] >= t.fails_above
     gd_generalizes = _generalization_verdict(gd, t) == "holds"
-    if flatter and sam_fails and gd_generalizes:
+    if sam["diverged_runs"] or gd["diverged_runs"]:
+        verdict = "inconclusive"  # a diverged run decides nothing (see _final)
+    elif flatter and sam_fails and gd_generalizes:
         verdict = "holds"
     elif _generalization_verdict(sam, t) == "holds" or not flatter:
         verdict = "refuted"
@@ -304,8 +441,10 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
         verdict = "inconclusive"
     bound = _trace_infimum(p.train)
     mean_error = sam_log.test_error.mean(0)
-    switch = p.train.sam_rho_late[0] if p.train.sam_rho_late else None
+    schedule = sam_schedule(p.train)
+    switch = schedule[0].epochs if len(schedule) > 1 else None
     after = [k for k, e in enumerate(sam_log.epochs) if switch is not None and e >= switch]
+    near_4000 = min(range(len(sam_log.epochs)), key=lambda k: abs(sam_log.epochs[k] - 4000))
     degradation = (
         {
             "sam_test_error_at_rho_switch": float(mean_error[after[0]]),
@@ -315,6 +454,10 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
         if after
         else {}
     )
+    degradation |= {  # the paper: the test error starts to degrade after ~4000 epochs
+        "sam_test_error_near_epoch_4000": [sam_log.epochs[near_4000], float(mean_error[near_4000])],
+        "sam_test_error_rise_after_epoch_4000": float(mean_error[-1] - mean_error[near_4000]),
+    }
     return Outcome(
         verdict=verdict,
         evidence={
@@ -324,13 +467,14 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
             **degradation,
             "bias_trace_bound_4sqrt_d_plus_1": bound,
             "sam_trace_over_bound": sam["trace"] / bound,
-            "trace_check_run0": _exact_trace_check(p.train, ctx.seed),
+            "trace_check_run0": _exact_trace_check(p.train, ctx),
         },
         thresholds=t.model_dump(),
         figures=_curves(p.train, {"1-SAM": sam_log, "GD+WD": gd_log}),
         notes=(
             "Degradation: the paper sees the test error rise after ~4000 of its 10⁵ epochs; here ρ moves from 0.05 "
-            "to 0.1 at the epoch in sam_rho_late (the paper does not say when), and "
+            "to 0.1 at the end of the first phase (full mode: sam_rho_late, our choice; paper budget: after 2·10⁵ "
+            "epochs, Table 2), and "
             "evidence.sam_test_error_rise_after_switch is the change of the mean test error from that epoch to the "
             "end (sam.min_test_error_epoch: the epoch of its minimum)."
         ),
@@ -341,13 +485,15 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     id="wen2023.sam-simln-generalizes",
     title="1-SAM on the Sim-LN net generalizes although a flattest Sim-LN interpolator memorizes",
     statement=(
-        "1-SAM (η = 0.1, ρ = 0.1, first layer init ÷100) on 2-MLP-Sim-LN interpolates XOR with near-zero test error."
+        "1-SAM (η = 0.1, ρ = 0.1, first layer init ÷100; the paper runs 10⁵ epochs) on 2-MLP-Sim-LN interpolates "
+        "XOR with near-zero test error."
     ),
     source=_source("Table 1 (Sim-LN: 1-SAM ✓), Table 2, Figure 6"),
     source_verdict="holds",
     params=ArchParams,
     quick={"train": SIMLN_QUICK},
     full={"train": SIMLN},
+    paper={"train": SIMLN_PAPER},
     expected_failure=(
         "1-SAM interpolates (train MSE ≤ 2e-4) at a Gauss–Newton trace of 2.07, next to the infimum 2, but its test "
         "error stays between the thresholds: 0.058 over 4 runs in full mode (m = 500, 1000 epochs; 0.044 with 2 "
@@ -363,16 +509,21 @@ def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
 @register(
     id="wen2023.sam-simbn-generalizes",
     title="1-SAM on the Sim-BN net generalizes and aligns its neurons with x[1], x[2]",
-    statement="1-SAM (η = 0.01, ρ = 0.05) on 2-MLP-Sim-BN interpolates XOR with near-zero test error.",
+    statement=(
+        "1-SAM on 2-MLP-Sim-BN with Table 2's schedule (η 0.005, ρ 0.1 for 10⁵ epochs, then η 0.003, ρ 1 for 10⁵) "
+        "interpolates XOR with near-zero test error (full mode: the first 1000 epochs of the first phase)."
+    ),
     source=_source("Table 1 (Sim-BN: 1-SAM ✓), Section 6"),
     source_verdict="holds",
     params=ArchParams,
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
+    paper={"train": SIMBN_PAPER},
     expected_failure=(
-        "at d = 30, n = 100 (width 100, 1000 epochs) 1-SAM interpolates with alignment 0.56 but test error 0.144, "
-        "between the thresholds (GD+WD: 0.289); at d = 10 (quick) it generalizes. Within our epochs the paper's ✓ is "
-        "not reached at the paper's d"
+        "full mode (d = 30, n = 100, width 500, γ = 1/4 at init, the first 1000 epochs of Table 2's first phase, "
+        "4 runs): 1-SAM interpolates (train MSE ≤ 2.1e-4) but its test error is 0.268 ± 0.003, still falling at the "
+        "last epoch (GD+WD: 0.402); the paper's ✓ comes after 2·10⁵ epochs (the paper budget). At d = 10 (quick) "
+        "it generalizes"
     ),
     expected_failure_modes=("full",),
 )
@@ -392,21 +543,23 @@ def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     params=ArchParams,
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
+    paper={"train": SIMBN_PAPER},
     expected_failure=(
-        "quick mode (d = 10, 100 epochs) is too short: the trace falls (55 → 38) while ‖(W1, b1)‖ grows, but the "
-        "output-weighted alignment ends at 0.80 against 2·√(2/d) = 0.89; full mode (d = 30, 1000 epochs) reproduces: "
-        "Tr 48.8 → 16.4 as ‖(W1, b1)‖ goes 12.1 → 13.6, alignment 0.56 against 0.52"
+        "the trace part reproduces in both modes, the alignment part not yet: quick mode (d = 10, 100 epochs) ends "
+        "at alignment 0.80 against 2·√(2/d) = 0.89; full mode (width 500, 1000 epochs) has Tr 60.7 → 14.7 (> 4) as "
+        "‖(W1, b1)‖ grows 13.4 → 15.5, but alignment 0.503 against 0.516. The paper's aligned neurons come after "
+        "2·10⁵ epochs (the paper budget)"
     ),
-    expected_failure_modes=("quick",),
+    expected_failure_modes=("quick", "full"),
 )
 def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
-    log = train(p.train, "sam", ctx.seed)[1]
+    log = _run(p.train, "sam", ctx)[1]
     trace, norm = log.trace.mean(0), log.first_layer_norm.mean(0)
     near = (log.train_loss.max(0).values <= p.thresholds.interpolates_below).nonzero().flatten()
     random_level = (2 / p.train.scenario.d) ** 0.5
     alignment = float(log.alignment[:, -1].mean())
-    if len(near) == 0:
-        verdict, parts = "inconclusive", {}
+    if len(near) == 0 or log.diverged_runs:
+        verdict, parts = "inconclusive", {"diverged_runs": log.diverged_runs}
     else:
         first = int(near[0])
         parts = {
@@ -468,11 +621,17 @@ class RateParams(Spec):
 )
 def nobias_flattest_generalize(p: RateParams, ctx: ClaimContext) -> Outcome:
     logs = {
-        n: train(
-            p.train.model_copy(update={"scenario": p.train.scenario.model_copy(update={"n": n})}), "sam", ctx.seed
-        )[1]
+        n: _run(p.train.model_copy(update={"scenario": p.train.scenario.model_copy(update={"n": n})}), "sam", ctx)[1]
         for n in p.ns
     }
+    diverged = {n: logs[n].diverged_runs for n in p.ns if logs[n].diverged_runs}
+    if diverged:  # no rate from a diverged run: the configuration decides nothing (see _final)
+        return Outcome(
+            verdict="inconclusive",
+            evidence={"diverged_runs_by_n": diverged, **{f"n_{n}": _final(logs[n]) for n in p.ns}},
+            thresholds=p.thresholds.model_dump(),
+            notes="1-SAM diverged for some n: no slope is fitted from non-finite losses.",
+        )
     mse = np.array([logs[n].test_mse[:, -1].numpy() for n in p.ns])  # (len(ns), runs)
     log_n = np.log(np.array(p.ns, dtype=float))
 
@@ -572,11 +731,12 @@ def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int 
         "simln": SIMLN_QUICK,
     },
     full={"nobias": {"arch": "nobias"}, "bias": BIAS_FULL, "simbn": SIMBN_FULL, "simln": SIMLN},
+    paper={"nobias": NOBIAS_PAPER, "bias": BIAS_PAPER, "simbn": SIMBN_PAPER, "simln": SIMLN_PAPER},
 )
 def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
     rows, measured = [], {}
     for arch in ("nobias", "bias", "simbn", "simln"):
-        final = _final(train(getattr(p, arch), "sam", ctx.seed)[1])
+        final = _final(_run(getattr(p, arch), "sam", ctx)[1])
         sam_verdict = _generalization_verdict(final, p.thresholds)
         sam_ok = {"holds": True, "refuted": False}.get(sam_verdict)
         flattest_ok, paper_sam = TABLE_1[arch]

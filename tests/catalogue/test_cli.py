@@ -167,3 +167,18 @@ def test_report_out_must_be_a_file(capsys, tmp_path):
     run_cli(capsys, "run", CLAIM, "--quick", "--out", str(tmp_path / "r"), "--no-progress")
     code, _, err = run_cli(capsys, "report", "--results", str(tmp_path / "r"), "--out", str(tmp_path))
     _assert_one_line_error(code, err, "is a directory")
+
+
+def test_paper_budget_plans_the_sources_schedule_and_refuses_claims_without_one(capsys):
+    from catalogue.runner import plan_jobs
+
+    claim = registry.get("wen2023.sam-simln-generalizes")
+    (job,) = plan_jobs([claim], "paper", 0)
+    params = json.loads(job.params_json)
+    assert job.mode == "paper" and params["train"]["sam_epochs"] == 100_000 and params["train"]["width"] == 500
+    (job,) = plan_jobs([registry.get(CLAIM)], "paper", 0)  # no paper budget: its full mode is the source's
+    assert job.mode == "full"
+    code, _, err = run_cli(capsys, "run", CLAIM, "--budget", "paper")
+    _assert_one_line_error(code, err, "has no paper budget")
+    code, _, err = run_cli(capsys, "run", CLAIM, "--budget", "paper", "--quick")
+    assert code == 2

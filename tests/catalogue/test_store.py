@@ -2,19 +2,19 @@ import json
 
 import pytest
 
-from catalogue import store
+from catalogue import atomic, store
 
 
 def test_atomic_write_keeps_old_content_on_failure(tmp_path, monkeypatch):
     path = tmp_path / "x.json"
-    store.atomic_write_text(path, "old")
+    atomic.atomic_write_text(path, "old")
 
     def broken_fsync(fd):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.os, "fsync", broken_fsync)
+    monkeypatch.setattr(atomic.os, "fsync", broken_fsync)
     with pytest.raises(OSError):
-        store.atomic_write_text(path, "new")
+        atomic.atomic_write_text(path, "new")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temp file left behind
 

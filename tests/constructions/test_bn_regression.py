@@ -1,8 +1,10 @@
 """BN linear regression: closed-form loss and gradient against autograd; equivalent linear model."""
 
+import pytest
 import torch
 
-from constructions.bn_regression import build_bn_regression
+from constructions.bn_regression import build_bn_regression, gradient_descent
+from constructions.divergence import Diverged
 from constructions.specs import BNLinearRegressionSpec
 from evaluators import Objective
 
@@ -33,3 +35,11 @@ def test_min_norm_interpolant_interpolates(gen):
     assert torch.allclose(problem.data.x @ w + b, problem.data.y, atol=1e-10)
     centred = problem.data.x - problem.data.x.mean(0)
     assert torch.allclose(torch.linalg.pinv(centred) @ (centred @ w), w, atol=1e-10)  # w in the row space
+
+
+def test_gradient_descent_stops_on_non_finite_weights(gen):
+    problem = build_bn_regression(BNLinearRegressionSpec(n=12, d=20), gen)
+    w0 = torch.randn(2, 20, generator=gen, dtype=torch.float64)
+    w0[1, 3] = float("nan")
+    with pytest.raises(Diverged, match="diverged at step 0"):
+        gradient_descent(problem, w0, lr=0.1, weight_decay=0.01, steps=10, log_every=2)

@@ -1,5 +1,7 @@
 """Population grids, the SGD/SAM trainer and the model builders of the measure benchmark."""
 
+import math
+
 import pytest
 import torch
 from pydantic import ValidationError
@@ -10,11 +12,11 @@ from constructions.populations import (
     MultiIndexModel,
     Population,
     XorModel,
-    classification_error,
     task_of,
     train_model,
 )
 from constructions.training import train_sgd
+from evaluators import zero_one_error
 
 
 def test_grid_expands_to_every_combination_in_order():
@@ -93,11 +95,20 @@ def test_sgd_stops_at_the_criterion_and_reports_divergence():
         generator=gen,
     )
     assert blown.diverged and not blown.converged
+    assert math.isnan(blown.loss) and math.isnan(blown.error)
+    assert math.isfinite(blown.last_finite_loss) == (blown.epochs > 1)  # no finite epoch before the first
 
 
-def test_classification_error_for_one_hot_and_sign_outputs():
-    assert classification_error(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([[0.0, 1.0], [0.0, 1.0]])) == 0.5
-    assert classification_error(torch.tensor([[0.3], [-2.0]]), torch.tensor([[1.0], [1.0]])) == 0.5
+def test_zero_one_error_for_one_hot_and_sign_outputs():
+    assert zero_one_error(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([[0.0, 1.0], [0.0, 1.0]])) == 0.5
+    assert zero_one_error(torch.tensor([[0.3], [-2.0]]), torch.tensor([[1.0], [1.0]])) == 0.5
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_zero_one_error_is_undefined_for_non_finite_outputs(bad):
+    """A diverged model's NaN output must never count as a correct prediction (nan * y <= 0 is False)."""
+    assert math.isnan(zero_one_error(torch.tensor([[bad], [-2.0]]), torch.tensor([[1.0], [-1.0]])))
+    assert math.isnan(zero_one_error(torch.tensor([[bad, 0.9], [0.8, 0.2]]), torch.tensor([[0.0, 1.0], [1.0, 0.0]])))
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,17 @@
 """Batched 1-SAM / GD+WD on the XOR nets against per-run autograd references (float64)."""
 
+import math
+
 import pytest
 import torch
 
+from constructions.sam_steps import simbn_grads
 from constructions.specs import XorSpec
 from constructions.xor import build_xor, simln_memorizer
 from constructions.xor_training import (
     ARCHITECTURES,
+    Phase,
+    TrainingState,
     XorNets,
     gauss_newton_trace,
     gd_weight_decay_step,
@@ -15,6 +20,7 @@ from constructions.xor_training import (
     neuron_alignment,
     sam_epoch,
     sam_step_autograd,
+    simbn_step_autograd,
     train_xor,
     xor_outputs,
 )
@@ -142,10 +148,7 @@ def test_train_xor_logs_curves_and_is_reproducible(data, gen):
             x_test,
             y_test,
             method="sam",
-            lr=0.05,
-            rho=0.05,
-            rho_late=(3, 0.1),
-            epochs=6,
+            phases=[Phase(3, 0.05, 0.05), Phase(3, 0.05, 0.1)],
             generator=torch.Generator().manual_seed(seed),
             log_points=4,
         )
@@ -175,13 +178,122 @@ def test_logged_evaluator_trace_agrees_with_the_gauss_newton_trace(data, gen):
         x_test,
         y_test,
         method="gd",
-        lr=0.05,
-        epochs=3,
+        phases=[Phase(3, 0.05)],
         generator=gen,
         log_points=2,
         hessian_samples=30,
     )
     assert torch.all(log.hessian_trace_stderr > 0)
     assert torch.all((log.hessian_trace - log.trace[0]).abs() <= 5 * log.hessian_trace_stderr + 1e-9)
-    off = train_xor(nets, data.x, data.y, x_test, y_test, method="gd", lr=0.05, epochs=1, generator=gen)
+    off = train_xor(nets, data.x, data.y, x_test, y_test, method="gd", phases=[Phase(1, 0.05)], generator=gen)
     assert torch.isnan(off.hessian_trace).all()
+
+
+@pytest.mark.parametrize("arch", ["nobias", "simbn"])
+def test_a_diverging_step_size_is_recorded_as_divergence_never_as_numbers(arch, data, gen):
+    """η = 50 blows every run up within an epoch: training stops, the runs are marked diverged with
+    their epoch and last finite loss, and every metric of the last log is NaN, the 0-1 error too
+    (a NaN output must not count as a correct sign: ``nan * y <= 0`` is False)."""
+    x_test, y_test = data.sample(50, gen)
+    nets = init_xor_nets(arch, RUNS, WIDTH, D, gen)
+    log = train_xor(
+        nets, data.x, data.y, x_test, y_test, method="sam", phases=[Phase(40, 50.0, 0.05)], generator=gen, log_points=6
+    )
+    assert log.diverged_runs == RUNS and all(e is not None and e <= 40 for e in log.diverged_epoch)
+    assert log.epochs[-1] == max(log.diverged_epoch) < 40  # stopped once every run had diverged
+    assert all(math.isfinite(v) for v in log.last_finite_loss)
+    for field in ("train_loss", "trace", "test_error", "test_mse", "alignment", "first_layer_norm"):
+        assert torch.isnan(getattr(log, field)[:, -1]).all(), field
+
+
+def test_a_stable_run_is_not_marked_diverged(data, gen):
+    x_test, y_test = data.sample(50, gen)
+    nets = init_xor_nets("nobias", RUNS, WIDTH, D, gen)
+    log = train_xor(
+        nets, data.x, data.y, x_test, y_test, method="sam", phases=[Phase(3, 0.01, 0.05)], generator=gen, log_points=2
+    )
+    assert log.diverged_runs == 0 and log.diverged_epoch == [None] * RUNS
+    assert torch.isfinite(log.test_error).all()
+
+
+def test_simbn_closed_form_gradient_matches_autograd(data, gen):
+    """The hand-derived Sim-BN gradient (through the training-set statistic) against autograd of the
+    full forward, per run at its own sample; both are float64 sums of ~n·m terms of size ~1, so
+    1e-12 relative is round-off with margin, and a wrong term shows at 1e-2."""
+    nets = init_xor_nets("simbn", RUNS, WIDTH, D, gen, first_layer_scale=2.0)
+    nets.gamma.uniform_(0.5, 1.5, generator=gen)
+    index = torch.tensor([0, 5, 11])
+    x1 = torch.cat([data.x, torch.ones(N, 1, dtype=data.x.dtype)], dim=1)
+    grads = simbn_grads(nets.w1, nets.b1, nets.w2, nets.gamma, x1, data.y, index)
+    params = [p.clone().requires_grad_(True) for p in nets.tensors()]
+    out = xor_outputs(XorNets("simbn", *params), data.x)[torch.arange(RUNS), index]
+    ref = torch.autograd.grad((out - data.y[index]).pow(2).sum(), params)
+    for g, r in zip(grads, ref, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-12, atol=1e-12)
+
+
+def test_simbn_epoch_matches_the_batched_autograd_step(data, gen):
+    nets = init_xor_nets("simbn", RUNS, WIDTH, D, gen, first_layer_scale=2.0)
+    ref = XorNets("simbn", *[None if t is None else t.clone() for t in (nets.w1, nets.b1, nets.w2, nets.gamma)])
+    order_gen, replay_gen = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    sam_epoch(nets, data.x, data.y, lr=0.05, rho=0.1, generator=order_gen)
+    order = torch.argsort(torch.rand(RUNS, N, generator=replay_gen), dim=1)
+    for t in range(N):
+        simbn_step_autograd(ref, data.x, data.y, order[:, t], 0.05, 0.1)
+    for a, b in zip(nets.tensors(), ref.tensors(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("arch", ["bias", "simbn"])
+def test_an_interrupted_run_resumes_to_the_same_numbers_bit_for_bit(arch, data, gen):
+    """Stop a run right after a checkpoint (the callback raises, as a kill would end it), round-trip
+    the state through torch.save/load, resume it in fresh nets: every logged number and every
+    weight equals the uninterrupted run's exactly."""
+    import io
+
+    x_test, y_test = data.sample(30, gen)
+    phases = [Phase(4, 0.05, 0.05), Phase(3, 0.05, 0.1)]
+
+    def fresh():
+        return init_xor_nets(arch, RUNS, WIDTH, D, torch.Generator().manual_seed(3))
+
+    def run(nets, **kw):
+        return train_xor(
+            nets,
+            data.x,
+            data.y,
+            x_test,
+            y_test,
+            method="sam",
+            phases=phases,
+            generator=torch.Generator().manual_seed(9),
+            log_points=4,
+            hessian_samples=6,
+            **kw,
+        )
+
+    whole_nets = fresh()
+    whole = run(whole_nets)
+    saved = []
+
+    class Killed(Exception):
+        pass
+
+    def checkpoint(state):
+        buffer = io.BytesIO()
+        torch.save(state.to_dict(), buffer)
+        saved.append(buffer.getvalue())
+        if len(saved) == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run(fresh(), checkpoint=checkpoint, checkpoint_every=0.0)
+    state = TrainingState.from_dict(torch.load(io.BytesIO(saved[-1]), weights_only=True))
+    assert 0 < state.epoch < 7 and not state.finished
+    resumed_nets = fresh()
+    resumed = run(resumed_nets, resume=state)
+    for field in ("train_loss", "trace", "test_error", "test_mse", "alignment", "hessian_trace"):
+        assert torch.equal(getattr(whole, field).nan_to_num(-1), getattr(resumed, field).nan_to_num(-1)), field
+    assert whole.epochs == resumed.epochs
+    for a, b in zip(whole_nets.tensors(), resumed_nets.tensors(), strict=True):
+        assert torch.equal(a, b)

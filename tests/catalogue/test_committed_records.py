@@ -1,0 +1,69 @@
+"""The committed records behind REPORT.md: no number from a diverged run.
+
+Wherever a record or a per-model table holds a non-finite loss, the error metrics beside it must be
+non-finite too (a NaN prediction is never a correct one), and a diverged model has no finite error.
+"""
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+RECORDS = Path(__file__).resolve().parents[2] / "report" / "records"
+TABLES = sorted((RECORDS / "benchmark").glob("*.csv")) if RECORDS.is_dir() else []
+FILES = sorted(RECORDS.glob("*.json")) if RECORDS.is_dir() else []
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf"):
+        return float(value)
+    return None
+
+
+def _finite_errors_beside_nonfinite_losses(node, where=""):
+    """Dicts (anywhere in the evidence) with a non-finite ``*loss*`` and a finite ``*error*``."""
+    found = []
+    if isinstance(node, dict):
+        values = {k: _number(v) for k, v in node.items()}
+        bad_loss = [k for k, v in values.items() if "loss" in k and v is not None and not math.isfinite(v)]
+        good_error = [
+            k for k, v in values.items() if "error" in k and "stderr" not in k and v is not None and math.isfinite(v)
+        ]
+        if bad_loss and good_error:
+            found.append(f"{where}: {bad_loss} beside {good_error}")
+        for k, v in node.items():
+            found += _finite_errors_beside_nonfinite_losses(v, f"{where}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            found += _finite_errors_beside_nonfinite_losses(v, f"{where}[{i}]")
+    return found
+
+
+@pytest.mark.skipif(not FILES, reason="no committed records")
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_no_finite_error_next_to_a_nonfinite_loss_in_records(path):
+    evidence = json.loads(path.read_text())["evidence"]
+    assert _finite_errors_beside_nonfinite_losses(evidence, path.name) == []
+
+
+@pytest.mark.skipif(not TABLES, reason="no committed per-model tables")
+@pytest.mark.parametrize("path", TABLES, ids=[p.name for p in TABLES])
+def test_diverged_models_have_no_finite_metric(path):
+    rows = list(csv.DictReader(path.open()))
+    assert rows
+    for row in rows:
+        losses = [float(row[k] or "nan") for k in ("train_loss", "test_loss")]
+        errors = [float(row[k] or "nan") for k in ("train_error", "test_error", "gap")]
+        if row["diverged"] == "True" or not all(math.isfinite(v) for v in losses):
+            assert not any(math.isfinite(v) for v in errors), row["spec_hash"]
+
+
+def test_the_audit_can_fail():
+    assert _finite_errors_beside_nonfinite_losses({"sam": {"train_loss_max": "nan", "test_error": 0.0}})
+    assert not _finite_errors_beside_nonfinite_losses({"sam": {"train_loss_max": "nan", "test_error": "nan"}})
