@@ -302,9 +302,10 @@ def _cmd_report(args) -> int:
         if c.status == "stale" and c.record
     }
     path = write_report(records, Path(args.out), stale=stale, paper=scanned.paper_records)
-    left_out = len(scanned.checks) - len(records)
+    left_out = sum(c.record is None for c in scanned.checks)
     print(
         f"wrote {path} from {len(records)} record(s)"
+        + (f" and {len(scanned.paper_records)} at the paper's budget" if scanned.paper_records else "")
         + (f"; {len(stale)} stale" if stale else "")
         + (f"; {left_out} file(s) left out (see the warnings)" if left_out else "")
     )
