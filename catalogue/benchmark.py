@@ -24,6 +24,7 @@ import functools
 import io
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from threadpoolctl import threadpool_limits
 from catalogue import provenance, scoring, seeding
 from catalogue.atomic import atomic_write_text
 from catalogue.claim import ClaimContext
+from catalogue.kernels import PINNED
 from catalogue.measures import PANEL, panel_for
 from catalogue.parallel import map_unordered
 from catalogue.versions import versions
@@ -99,7 +101,8 @@ def _code_fingerprint() -> dict[str, str]:
     files = {"catalogue/benchmark.py": provenance.digest(Path(__file__).read_bytes())}
     for module in ("constructions.populations", "constructions.symmetries", "catalogue.measures"):
         files.update(provenance.code_files(module))
-    return {**versions(), "code": provenance.digest(seeding.canonical_json(files))}
+    kernels = {name: os.environ.get(name, "auto") for name in PINNED}  # rows computed on other kernel paths differ
+    return {**versions(), **kernels, "code": provenance.digest(seeding.canonical_json(files))}
 
 
 def model_task(member, user_seed: int, rescale_max: float) -> ModelTask:

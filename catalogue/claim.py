@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from catalogue import seeding
 from catalogue.parallel import Execution
+from catalogue.rules import Rule
 from constructions.specs import Spec
 
 __all__ = [
@@ -92,9 +93,10 @@ class Table(_Frozen):
 
 
 class Outcome(_Frozen):
-    """What a claim's check returns."""
+    """What a claim's check returns: the verdict is left out (None) when the claim declares a rule,
+    which the runner applies to ``evidence``."""
 
-    verdict: Verdict
+    verdict: Verdict | None = None
     evidence: dict[str, Any]
     thresholds: dict[str, Any] = Field(default_factory=dict)
     figures: list[Figure] = Field(default_factory=list)
@@ -168,7 +170,8 @@ class Claim:
     that the full one shows, or the other way round). ``paper`` is the source's own budget where
     it differs from full mode (hours, never run in CI); without one, full mode is the source's
     budget. A ``parallel`` claim spreads its own work over ``ctx.execution``; the runner gives it
-    all the workers and runs it alone.
+    all the workers and runs it alone. ``rule`` is the declared verdict rule (see
+    :mod:`catalogue.rules`); a claim without one still returns its own verdict.
     """
 
     id: str
@@ -184,6 +187,7 @@ class Claim:
     expected_failure_modes: tuple[str, ...] = ("quick", "full")
     parallel: bool = False
     paper: Spec | None = None
+    rule: Rule | None = None
 
     def expected_failure_in(self, mode: str) -> str | None:
         """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""

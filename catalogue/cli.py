@@ -22,7 +22,7 @@ from tabulate import tabulate
 from catalogue import registry, store
 from catalogue.claim import FAMILIES, MODES, Claim
 from catalogue.record import Record
-from catalogue.report import format_value, short_source
+from catalogue.report import CHECK_HEADERS, check_rows, format_value, short_source
 from constructions.specs import Spec
 
 __all__ = ["main", "UsageError", "load_spec_file", "spec_file_schema"]
@@ -168,6 +168,8 @@ def _cmd_show(args) -> int:
     if claim.expected_failure:
         modes = " and ".join(claim.expected_failure_modes)
         print(f"does not reproduce here ({modes} mode): {claim.expected_failure}")
+    if claim.rule is not None:
+        print(f"verdict rule: {claim.rule.describe()}")
     for mode in ("quick", "full"):
         print(f"\n{mode} spec:\n{json.dumps(claim.spec_for(mode).model_dump(mode='json'), indent=2)}")
     if claim.paper is not None:
@@ -180,6 +182,8 @@ def _cmd_show(args) -> int:
         print(f"\nlast run: {rec.verdict} ({rec.mode}, seed {rec.seed}, {rec.seconds:.1f} s, {rec.created_at})")
         if rec.error:
             print(f"error: {rec.error}")
+        if rec.checks:
+            print(tabulate(check_rows(rec), headers=CHECK_HEADERS))
         print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
         if rec.thresholds:
             rows = [[k, format_value(v, 6, 8)] for k, v in rec.thresholds.items()]

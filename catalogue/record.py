@@ -12,12 +12,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from catalogue.claim import Figure, Source, Table, Verdict
+from catalogue.rules import Check
 
 __all__ = ["Record", "RecordVerdict", "Mode", "CONTENT_FIELDS"]
 
 RecordVerdict = Literal["holds", "refuted", "inconclusive", "error"]
 Mode = Literal["quick", "full", "paper", "custom"]
-CONTENT_FIELDS = ("verdict", "evidence", "thresholds", "figures", "tables", "notes", "error")
+CONTENT_FIELDS = ("verdict", "evidence", "thresholds", "checks", "figures", "tables", "notes", "error")
 
 
 class Record(BaseModel):
@@ -35,6 +36,7 @@ class Record(BaseModel):
     agrees: bool
     evidence: dict[str, Any]
     thresholds: dict[str, Any]
+    checks: list[Check] = Field(default_factory=list, description="the declared rule applied, one per threshold")
     figures: list[Figure] = Field(default_factory=list)
     tables: list[Table] = Field(default_factory=list)
     notes: str = ""
@@ -47,6 +49,9 @@ class Record(BaseModel):
     seconds: float
     versions: dict[str, str]
     created_at: str
+    platform: dict[str, str] = Field(
+        default_factory=dict, description="the machine and CPU kernel paths of the run (catalogue.kernels)"
+    )
     code_hash: str = Field(description="sha256 over code_files: the source the claim's numbers came from")
     code_files: dict[str, str] = Field(description="sha256 of each project file the claim's module imports")
     content_hashes: dict[str, str] = Field(description="sha256 of each evidence number and record part (edits)")
@@ -54,4 +59,5 @@ class Record(BaseModel):
     def content(self) -> dict[str, Any]:
         """What the claim computed (the parts ``content_hashes`` covers), as JSON."""
         data = self.model_dump(mode="json", include=set(CONTENT_FIELDS))
-        return {k: data[k] for k in CONTENT_FIELDS}
+        # a record of a claim without a declared rule has no checks and hashes as it always did
+        return {k: data[k] for k in CONTENT_FIELDS if k != "checks" or data[k]}

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from catalogue.claim import FAMILIES, MODES, Claim, Source, Verdict
+from catalogue.rules import Rule
 from constructions.specs import Spec
 
 __all__ = ["register", "get", "all_claims", "UnknownClaim", "CLAIM_ID"]
@@ -40,11 +41,13 @@ def register(
     expected_failure_modes: tuple[str, ...] = ("quick", "full"),
     parallel: bool = False,
     paper: dict[str, Any] | None = None,
+    rule: Rule | None = None,
 ) -> Callable:
     """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
 
     ``quick``, ``full`` and ``paper`` (the source's budget, where it differs from full) are
     validated into ``params`` at import time, so a claim with a bad parameter set never registers.
+    ``rule`` declares how the verdict follows from the check's evidence (:mod:`catalogue.rules`).
     """
 
     def decorate(check: Callable) -> Callable:
@@ -68,6 +71,7 @@ def register(
             expected_failure_modes=expected_failure_modes,
             parallel=parallel,
             paper=None if paper is None else params.model_validate(paper),
+            rule=rule,
         )
         return check
 

@@ -152,6 +152,19 @@ def _claim_section(
     return lines
 
 
+CHECK_HEADERS = ["verdict rule", "measured", "→", "why this threshold"]
+
+
+def check_rows(record: Record) -> list[list[str]]:
+    """The declared rule as applied: each threshold beside its measured number, outcome and reason."""
+    rows = []
+    for check in record.checks:
+        outcome = check.verdict if check.role == "test" else ("met" if check.verdict == "holds" else "**not met**")
+        prefix = "requires " if check.role == "requires" else ""
+        rows.append([f"{prefix}{check.rule}", format_value(check.value), outcome, check.why])
+    return rows
+
+
 def _paper_cell(record: Record | None) -> str:
     if record is None:
         return "—"
@@ -168,6 +181,8 @@ def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str 
         lines += [f"**Error:** `{record.error}`", ""]
     if record.notes:
         lines += [record.notes, ""]
+    if record.checks:
+        lines += [tabulate(check_rows(record), headers=CHECK_HEADERS, tablefmt="github"), ""]
     if record.evidence:
         rows = [[f"`{k}`", _data_link(v, report_dir) or format_value(v)] for k, v in flat_items(record.evidence)]
         lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]

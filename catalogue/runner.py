@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from catalogue import provenance, registry, seeding, store
 from catalogue.claim import Claim, ClaimContext
+from catalogue.kernels import platform_info
 from catalogue.parallel import Execution, map_unordered
 from catalogue.record import Record
 from catalogue.versions import versions
@@ -97,6 +98,7 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
         seed=job.seed,
         mode=job.mode,
         versions=versions(),
+        platform=platform_info(),
         code_files=code,
         code_hash=provenance.digest(seeding.canonical_json(code)),
         content_hashes={},  # sealed by run_jobs when it stores the record
@@ -117,12 +119,31 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
             seconds=time.perf_counter() - start,
             created_at=_now(),
         )
+    verdict, checks = outcome.verdict, []
+    try:
+        if (claim.rule is None) == (verdict is None):
+            raise ValueError("a claim declares a rule or returns a verdict, exactly one of the two")
+        if claim.rule is not None:
+            decision = claim.rule.decide(outcome.evidence, params)
+            verdict, checks = decision.verdict, decision.checks
+    except (KeyError, ValueError) as exc:  # a rule that cannot be applied is the claim's bug: an error record
+        return Record(
+            **common,
+            verdict="error",
+            agrees=False,
+            evidence=outcome.evidence,
+            thresholds={},
+            error=f"verdict rule: {exc.args[0] if exc.args else exc}",
+            seconds=time.perf_counter() - start,
+            created_at=_now(),
+        )
     return Record(
         **common,
-        verdict=outcome.verdict,
-        agrees=outcome.verdict == claim.source_verdict,
+        verdict=verdict,
+        agrees=verdict == claim.source_verdict,
         evidence=outcome.evidence,
         thresholds=outcome.thresholds,
+        checks=checks,
         figures=outcome.figures,
         tables=outcome.tables,
         notes=outcome.notes,
@@ -191,6 +212,7 @@ def run_jobs(
                         "error": f"record not serializable: {exc}",
                         "evidence": {},
                         "thresholds": {},
+                        "checks": [],
                         "figures": [],
                         "tables": [],
                     }

@@ -6,7 +6,7 @@ fresh directory (no cache or checkpoint is reused), and every number is compared
 one (paper-budget records, hours each, are checked but not rerun):
 
 - the verdict and the error message must be equal;
-- every number of the evidence, thresholds, tables and figures must be equal bit for bit (each
+- every number of the evidence, thresholds, checks, tables and figures must be equal bit for bit (each
   claim runs single-threaded from seeds derived from its spec, so a rerun on the same library
   versions repeats every operation), except a number ``x`` reported with its own error (a sibling
   ``x_stderr``, ``x_err`` or ``x_se``), which may move by at most twice that error;
@@ -95,7 +95,7 @@ def compare_records(stored: Record, fresh: Record, rerun_dir: Path | None = None
         return [f"verdict: stored {stored.verdict}, now {fresh.verdict}"]
     if stored.error != fresh.error:
         return [f"error: stored {stored.error!r}, now {fresh.error!r}"]
-    parts = ("evidence", "thresholds", "tables", "figures")
+    parts = ("evidence", "thresholds", "checks", "tables", "figures")
     a = _leaves(stored.model_dump(mode="json", include=set(parts)), "")
     b = _leaves(fresh.model_dump(mode="json", include=set(parts)), "")
     differences = []
@@ -115,6 +115,13 @@ def compare_records(stored: Record, fresh: Record, rerun_dir: Path | None = None
             continue
         differences.append(f"{key}: stored {x!r}, now {y!r}")
     return differences
+
+
+def _platform_note(stored: dict[str, str], now: dict[str, str]) -> str:
+    """Which machine facts differ between a record and its rerun (bits need the same kernel paths)."""
+    keys = sorted(k for k in stored.keys() | now.keys() if stored.get(k) != now.get(k))
+    moved = ", ".join(f"{k} {stored.get(k, '?')!r} → {now.get(k, '?')!r}" for k in keys)
+    return f"platform: the record was computed on other kernel paths ({moved}); see catalogue.kernels"
 
 
 def choose_reruns(ids: Sequence[str], rerun: Sequence[str], sample: int, sample_seed: int) -> list[str]:
@@ -161,4 +168,6 @@ def verify_records(
                 differences = compare_records(check.record, record, Path(tmp), Path(results))
                 row.rerun = "error" if record.verdict == "error" else ("differs" if differences else "reproduced")
                 row.differences = differences if record.verdict != "error" else [f"error: {record.error}"]
+                if differences and check.record.platform != record.platform:
+                    row.differences.insert(0, _platform_note(check.record.platform, record.platform))
     return sorted(rows.values(), key=lambda v: v.path.name)

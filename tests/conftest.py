@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+import catalogue  # noqa: F401  (pins the CPU kernel paths before torch loads: catalogue.kernels)
+
 TEST_SEED = int(os.environ.get("CATALOGUE_TEST_SEED", "0"))
 
 

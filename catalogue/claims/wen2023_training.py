@@ -21,6 +21,7 @@ from pydantic import Field
 from catalogue import provenance, seeding
 from catalogue.atomic import atomic_write_bytes
 from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.kernels import PINNED
 from catalogue.registry import register
 from catalogue.verdicts import combine
 from catalogue.versions import versions
@@ -114,16 +115,20 @@ CHECKPOINT_EVERY = 300.0  # seconds between checkpoints; the environment's CATAL
 
 def _checkpoint_path(cfg: TrainConfig, method: str, user_seed: int, directory: Path) -> Path:
     """One file per run of a configuration, keyed by everything its numbers depend on: the
-    configuration, the method, the user seed, the trainer's code and the library versions."""
-    key = seeding.spec_hash(
-        {
-            "config": cfg.model_dump(mode="json"),
-            "method": method,
-            "user_seed": user_seed,
-            "code": provenance.code_files("constructions.xor_training"),
-            "versions": versions(),
-        }
-    )
+    configuration, the method, the user seed, the trainer's code, the library versions and, for
+    the steps that run through torch's BLAS and vectorized kernels (GD, Sim-BN's 1-SAM), the CPU
+    kernel paths (catalogue.kernels). The compiled rank-one 1-SAM steps are plain IEEE arithmetic
+    in a fixed order, and torch's random draws agree between AVX2 and AVX-512 (measured)."""
+    content = {
+        "config": cfg.model_dump(mode="json"),
+        "method": method,
+        "user_seed": user_seed,
+        "code": provenance.code_files("constructions.xor_training"),
+        "versions": versions(),
+    }
+    if method == "gd" or cfg.arch == "simbn":
+        content["kernels"] = {name: os.environ.get(name, "auto") for name in PINNED}
+    key = seeding.spec_hash(content)
     return directory / f"xor-{cfg.arch}-{method}-{key[:16]}.pt"
 
 

@@ -1,4 +1,5 @@
-"""The committed records behind REPORT.md: no number from a diverged run.
+"""The committed records behind REPORT.md: no number from a diverged run, and no verdict that its
+claim's declared rule would not give on the stored evidence.
 
 Wherever a record or a per-model table holds a non-finite loss, the error metrics beside it must be
 non-finite too (a NaN prediction is never a correct one), and a diverged model has no finite error.
@@ -67,3 +68,21 @@ def test_diverged_models_have_no_finite_metric(path):
 def test_the_audit_can_fail():
     assert _finite_errors_beside_nonfinite_losses({"sam": {"train_loss_max": "nan", "test_error": 0.0}})
     assert not _finite_errors_beside_nonfinite_losses({"sam": {"train_loss_max": "nan", "test_error": "nan"}})
+
+
+RULED = [p for p in FILES if json.loads(p.read_text()).get("checks")]
+
+
+@pytest.mark.skipif(not RULED, reason="no committed record of a claim with a declared rule")
+@pytest.mark.parametrize("path", RULED, ids=[p.name for p in RULED])
+def test_a_ruled_verdict_follows_from_its_own_evidence(path):
+    """Applying the claim's declared rule to the stored evidence gives the stored verdict and checks."""
+    from catalogue import registry
+    from catalogue.record import Record
+
+    record = Record.model_validate_json(path.read_text())
+    claim = registry.get(record.claim_id)
+    assert claim.rule is not None, f"{record.claim_id} has checks but declares no rule"
+    decision = claim.rule.decide(record.evidence, claim.params.model_validate(record.spec))
+    assert decision.verdict == record.verdict
+    assert [c.model_dump(mode="json") for c in decision.checks] == [c.model_dump(mode="json") for c in record.checks]
