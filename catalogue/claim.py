@@ -48,6 +48,12 @@ class Source(_Frozen):
     locator: str = Field(description="theorem, lemma, figure or table in the paper")
     seed: str | None = Field(default=None, description="the seed document in ../shared/seeds/")
 
+    @classmethod
+    def citing(cls, paper: str, arxiv: str | None = None, seed: str | None = None) -> Callable[[str], Source]:
+        """The sources of one paper by locator: ``source = Source.citing(PAPER, ARXIV, SEED)``, then
+        ``source("Theorem 3")``."""
+        return lambda locator: cls(paper=paper, arxiv=arxiv, locator=locator, seed=seed)
+
     def cite(self) -> str:
         arxiv = f", arXiv {self.arxiv}" if self.arxiv else ""
         return f"{self.paper}{arxiv}, {self.locator}"

@@ -19,7 +19,9 @@ of the claim's parameters) or :func:`measured` (another evidence quantity)):
 - :class:`Given` a precondition (a rule that must hold) before a test: unmet, the verdict is
   inconclusive whatever the test says ("Lanczos did not converge: no verdict").
 
-A missing, non-finite or non-numeric value never holds and never refutes: it is inconclusive.
+A non-finite or non-numeric value (NaN from a diverged run, None) never holds and never refutes:
+it is inconclusive. A quantity the evidence does not have is the claim's bug: the run's record
+is an error naming it.
 """
 
 from __future__ import annotations

@@ -43,8 +43,7 @@ _PRESERVED = (
 )
 
 
-def _source(locator: str) -> Source:
-    return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
+_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 def _trained_regression(spec: MLPRegressionSpec, ctx: ClaimContext, iters: int, tag: str = "scenario"):

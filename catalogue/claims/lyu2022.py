@@ -38,6 +38,7 @@ PAPER = (
 )
 ARXIV = "2206.07085"
 SEED_DOC = "000_09c54c206038e4a2.txt"
+_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 _EXACT = (
@@ -89,12 +90,7 @@ def _identity_errors(obj: Objective, invariant: list[str], theta: torch.Tensor, 
         "For weights followed by BatchNorm, the training loss is invariant to scaling them, its "
         "gradient is orthogonal to them and scales as 1/c, and its Hessian scales as 1/c²."
     ),
-    source=Source(
-        paper=PAPER,
-        arxiv=ARXIV,
-        locator="§3 (scale invariance), Lemma 3.1 preliminaries",
-        seed=SEED_DOC,
-    ),
+    source=_source("§3 (scale invariance), Lemma 3.1 preliminaries"),
     source_verdict="holds",
     params=ScaleInvarianceParams,
     rule=AtMost("max_relative_violation", param("tolerance"), 1e-6, why=_EXACT.format(refuted="1e-6")),
@@ -174,7 +170,7 @@ class EffectiveLRParams(Spec):
         "For a scale-invariant loss, GD with weight decay satisfies w̄_{t+1} = Π(w̄_t − η̃_t ∇L(w̄_t)) with "
         "η̃_t = η/((1−ηλ)‖w_t‖²) and ‖w_{t+1}‖² = (1−ηλ)²‖w_t‖² + η²‖∇L(w_t)‖²."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="Lemma 3.1", seed=SEED_DOC),
+    source=_source("Lemma 3.1"),
     source_verdict="holds",
     params=EffectiveLRParams,
     rule=AllOf(
@@ -297,7 +293,7 @@ class EoSParams(DynamicsParams):
         "With BatchNorm and weight decay, η̃_t·λ1(∇²L(w̄_t)) starts below 1 and, once the loss is small, rises to "
         "and stays near 2 (the Edge of Stability)."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.4 (and Figure 1)", seed=SEED_DOC),
+    source=_source("Theorem 4.4 (and Figure 1)"),
     source_verdict="holds",
     params=EoSParams,
     rule=AllOf(
@@ -419,7 +415,7 @@ def _interpolant_sharpness(problem, gen: torch.Generator, samples: int) -> tuple
         "In the Edge-of-Stability phase, the spherical sharpness of GD+WD decreases to the minimum spherical "
         "sharpness over the interpolating manifold."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.7", seed=SEED_DOC),
+    source=_source("Theorem 4.7"),
     source_verdict="holds",
     params=ReductionParams,
     rule=AllOf(
@@ -539,7 +535,7 @@ def _final_alignment(problem, w: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         "For linear regression through BatchNorm, GD+WD's limit has equivalent linear weights w̃ aligned with the "
         "min-norm interpolant (cos ≥ 0.999) and of the same norm (within 1%), for every seed and initialization."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 5.1", seed=SEED_DOC),
+    source=_source("Theorem 5.1"),
     source_verdict="holds",
     params=MinNormParams,
     rule=AllOf(
@@ -596,7 +592,7 @@ class FlowParams(DynamicsParams):
         "Gradient flow with weight decay, and GD without weight decay, converge to interpolants that depend on the "
         "initialization and are not the min-norm one (cos < 0.99 for random inits)."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="§5, discussion after Theorem 5.1", seed=SEED_DOC),
+    source=_source("§5, discussion after Theorem 5.1"),
     source_verdict="holds",
     params=FlowParams,
     rule=Given(
@@ -695,7 +691,7 @@ class SmallLRParams(DynamicsParams):
         "No matter how small the learning rate, GD+WD on BN linear regression reaches the min-norm direction "
         "(cos ≥ 0.99) within a number of steps proportional to 1/(ηλ)."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="Theorem 4.7 (any η), §5", seed=SEED_DOC),
+    source=_source("Theorem 4.7 (any η), §5"),
     source_verdict="holds",
     params=SmallLRParams,
     rule=AtLeast(
@@ -764,7 +760,7 @@ class NoWDParams(DynamicsParams):
         "Without weight decay, GD's spherical sharpness freezes once the training loss is small, while with weight "
         "decay it keeps decreasing."
     ),
-    source=Source(paper=PAPER, arxiv=ARXIV, locator="§6 (ablation on weight decay)", seed=SEED_DOC),
+    source=_source("§6 (ablation on weight decay)"),
     source_verdict="holds",
     params=NoWDParams,
     rule=AllOf(
@@ -817,12 +813,7 @@ class GeneralizationParams(DynamicsParams):
         "On fresh samples from the teacher, the GD+WD limit has lower spherical sharpness and lower test MSE than the "
         "gradient-flow-with-WD and GD-without-WD limits."
     ),
-    source=Source(
-        paper=PAPER,
-        arxiv=ARXIV,
-        locator="§1 and §5 (generalization benefit of sharpness reduction)",
-        seed=SEED_DOC,
-    ),
+    source=_source("§1 and §5 (generalization benefit of sharpness reduction)"),
     source_verdict="holds",
     params=GeneralizationParams,
     rule=AllOf(

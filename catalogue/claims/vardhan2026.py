@@ -43,8 +43,7 @@ ARXIV = "2606.04429"
 SEED_DOC = "003_9e20f0c51f726b26.txt"
 
 
-def _source(locator: str) -> Source:
-    return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
+_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 class _HomogeneousNet(nn.Module):

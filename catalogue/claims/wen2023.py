@@ -33,8 +33,7 @@ ARXIV = "2307.11007"
 SEED_DOC = "001_438f5e28de837f7a.txt"
 
 
-def _source(locator: str) -> Source:
-    return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
+_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 class XorParams(Spec):

@@ -41,8 +41,7 @@ ARCH_NAMES = {"nobias": "2-MLP-No-Bias", "bias": "2-MLP-Bias", "simbn": "2-MLP-S
 TABLE_1 = {"nobias": (True, True), "bias": (False, False), "simbn": (True, True), "simln": (False, True)}
 
 
-def _source(locator: str) -> Source:
-    return Source(paper=PAPER, arxiv=ARXIV, locator=locator, seed=SEED_DOC)
+_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 class TrainConfig(Spec):
