@@ -26,12 +26,17 @@ __all__ = [
     "Outcome",
     "Claim",
     "ClaimContext",
+    "ClaimKind",
+    "Control",
+    "KINDS",
     "FAMILIES",
     "MODES",
     "jsonable",
 ]
 
 Verdict = Literal["holds", "refuted", "inconclusive"]
+ClaimKind = Literal["identity", "construction", "empirical"]
+KINDS: tuple[ClaimKind, ...] = ("identity", "construction", "empirical")
 MODES = ("quick", "full", "paper")
 FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "invariance", "benchmark")
 
@@ -136,6 +141,39 @@ def jsonable(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A negative control: the claim's own check and verdict rule, run on its spec with ``changes``
+    applied, where the claim's premise is broken and the verdict should come out ``expect``.
+
+    A control whose verdict differs from the claim's own is what shows the check can fail. An
+    identity's control injects a violation (a net that is not positively homogeneous, a map that
+    is not the symmetry) that the check must catch.
+
+    ``changes`` maps a field of the parameters to its new value; a dict value updates the fields
+    of a nested spec, or of every spec in a tuple of them (``{"scenarios": {"activation": "tanh"}}``).
+    """
+
+    name: str
+    breaks: str
+    expect: Verdict
+    changes: dict[str, Any]
+
+    def apply(self, spec: Spec) -> Spec:
+        """``spec`` with the changes, validated as the same parameter type."""
+        data = spec.model_dump(mode="json")
+        for key, value in self.changes.items():
+            if key not in data:
+                raise ValueError(f"control {self.name!r}: {type(spec).__name__} has no field {key!r}")
+            if isinstance(value, dict) and isinstance(data[key], list):
+                data[key] = [{**item, **value} for item in data[key]]
+            elif isinstance(value, dict) and isinstance(data[key], dict):
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = jsonable(value)
+        return type(spec).model_validate(data)
+
+
+@dataclass(frozen=True)
 class ClaimContext:
     """What a check gets besides its parameters: the seeding of this run, where it may keep files
     (``artifacts``: the records directory, None when there is none), and how it may parallelize
@@ -178,6 +216,13 @@ class Claim:
     budget. A ``parallel`` claim spreads its own work over ``ctx.execution``; the runner gives it
     all the workers and runs it alone. ``rule`` is the declared verdict rule (see
     :mod:`catalogue.rules`); a claim without one still returns its own verdict.
+
+    ``kind`` says how the claim can fail: an ``identity`` is exact algebra (only a bug breaks it),
+    a ``construction`` exhibits an explicit object with a property, an ``empirical`` claim rests
+    on training, sampling or statistics. ``controls`` are its negative controls (:class:`Control`).
+    ``seeds`` is the number of independent user seeds its full-mode verdict pools
+    (:func:`catalogue.verdicts.across_seeds`); 1 for a claim whose check pools its own draws or
+    that is exact.
     """
 
     id: str
@@ -194,6 +239,17 @@ class Claim:
     parallel: bool = False
     paper: Spec | None = None
     rule: Rule | None = None
+    kind: ClaimKind = "empirical"
+    controls: tuple[Control, ...] = ()
+    seeds: int = 1
+
+    def control(self, name: str) -> Control:
+        """The control called ``name``; KeyError (naming the ones there are) otherwise."""
+        for control in self.controls:
+            if control.name == name:
+                return control
+        names = ", ".join(c.name for c in self.controls) or "none"
+        raise KeyError(f"{self.id} has no control {name!r} (its controls: {names})")
 
     def expected_failure_in(self, mode: str) -> str | None:
         """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""

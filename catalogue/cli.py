@@ -12,6 +12,7 @@ import functools
 import json
 import operator
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
@@ -22,7 +23,7 @@ from tabulate import tabulate
 from catalogue import registry, store
 from catalogue.claim import FAMILIES, MODES, Claim
 from catalogue.record import Record
-from catalogue.report import CHECK_HEADERS, check_rows, format_value, short_source
+from catalogue.report import CHECK_HEADERS, check_rows, format_value, seed_rows
 from constructions.specs import Spec
 
 __all__ = ["main", "UsageError", "load_spec_file", "spec_file_schema"]
@@ -42,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------------- spec files
 def _format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(part) for part in err["loc"])
+    # a key with control characters is shown escaped: the error stays one line
+    loc = ".".join(str(part) if str(part).isprintable() else ascii(str(part)) for part in err["loc"])
     field = f"{prefix}{loc}" if loc else prefix.rstrip(".") or "spec"
     value = err.get("input")
     shown = json.dumps(value)[:60] if isinstance(value, int | float | str | bool | type(None)) else type(value).__name__
@@ -76,18 +78,22 @@ def load_spec_file(path: str) -> tuple[Claim, Spec, int | None]:
             data = tomllib.loads(text)
         else:
             data = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"invalid spec file {path}: not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser's stack
+        shown = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise UsageError(f"invalid spec file {path}: not valid {p.suffix.lstrip('.') or 'JSON'}: {shown}") from None
+    # strict types: "3" is not 3, "yes" is not true, true is not 1 (JSON mode still reads arrays as tuples)
     try:
-        request = SpecFile.model_validate(data)
-    except ValidationError as exc:
-        raise UsageError(f"invalid spec file {path}: {_format_validation_error(exc)}") from None
+        request = SpecFile.model_validate_json(json.dumps(data), strict=True)
+    except (TypeError, ValueError, RecursionError) as exc:
+        if isinstance(exc, ValidationError):
+            raise UsageError(f"invalid spec file {path}: {_format_validation_error(exc)}") from None
+        raise UsageError(f"invalid spec file {path}: holds a value a spec cannot (a date, a time): {exc}") from None
     try:
         claim = registry.get(request.claim)
     except registry.UnknownClaim as exc:
         raise UsageError(f"invalid spec file {path}: claim: {exc}") from None
     try:
-        params = claim.params.model_validate(request.params)
+        params = claim.params.model_validate_json(json.dumps(request.params), strict=True)
     except ValidationError as exc:
         raise UsageError(f"invalid spec file {path}: {_format_validation_error(exc, 'params.')}") from None
     return claim, params, request.seed
@@ -137,22 +143,41 @@ def _cmd_list(args) -> int:
     _check_family(args.family)
     scanned, code = _read_records(args)
     records = scanned.records
+    claims = registry.all_claims(args.family)
+    if args.json:
+        print(json.dumps([_claim_json(c, scanned) for c in claims], indent=2, ensure_ascii=False))
+        return code
     rows = []
-    for c in registry.all_claims(args.family):
-        last = "\n".join(
+    for c in claims:
+        last = ", ".join(
             f"{VERDICT_MARK[rec.verdict]} {rec.verdict} ({rec.mode})"
             for rec in (records.get(c.id), scanned.paper_records.get(c.id))
             if rec is not None
         )
-        rows.append([c.id, short_source(c), _wrap(c.statement, 70), c.source_verdict, last or "—"])
-    print(
-        tabulate(
-            rows,
-            headers=["id", "source", "statement", "source says", "last verdict"],
-            tablefmt="simple",
-        )
-    )
+        rows.append([c.id, c.kind, c.source_verdict, last or "—"])
+    print(tabulate(rows, headers=["id", "kind", "source says", "last verdict"], tablefmt="simple"))
+    print("\n`catalogue show ID` prints a claim's statement, source, rule, controls and evidence.")
     return code
+
+
+def _claim_json(claim: Claim, scanned: store.Scan) -> dict[str, Any]:
+    """A claim and its usable records, as ``list --json`` and ``show --json`` print them."""
+    found = {
+        "full": scanned.records.get(claim.id),
+        "paper": scanned.paper_records.get(claim.id),
+        **{f"control:{c.name}": scanned.control_records.get((claim.id, c.name)) for c in claim.controls},
+    }
+    return {
+        "id": claim.id,
+        "title": claim.title,
+        "statement": claim.statement,
+        "kind": claim.kind,
+        "source": claim.source.cite(),
+        "source_verdict": claim.source_verdict,
+        "controls": [dataclasses.asdict(c) for c in claim.controls],
+        "seeds": claim.seeds,
+        "records": {k: r.model_dump(mode="json") for k, r in found.items() if r is not None},
+    }
 
 
 def _wrap(text: str, width: int) -> str:
@@ -161,15 +186,25 @@ def _wrap(text: str, width: int) -> str:
 
 def _cmd_show(args) -> int:
     claim = _get_claim(args.claim_id)
+    if args.json:
+        scanned, code = _read_records(args)
+        print(json.dumps(_claim_json(claim, scanned), indent=2, ensure_ascii=False, default=str))
+        return code
     print(f"{claim.id}: {claim.title}\n")
     print(f"statement: {claim.statement}")
     print(f"source: {claim.source.cite()}" + (f" (seed {claim.source.seed})" if claim.source.seed else ""))
+    print(f"kind: {claim.kind}" + (f"; full mode pools seeds 0–{claim.seeds - 1}" if claim.seeds > 1 else ""))
     print(f"source says: {claim.source_verdict}")
     if claim.expected_failure:
         modes = " and ".join(claim.expected_failure_modes)
         print(f"does not reproduce here ({modes} mode): {claim.expected_failure}")
     if claim.rule is not None:
         print(f"verdict rule: {claim.rule.describe()}")
+    for control in claim.controls:
+        changes = json.dumps(control.changes, ensure_ascii=False)
+        print(f"control {control.name} (should be {control.expect}): {control.breaks}; changes {changes}")
+    if not claim.controls:
+        print("controls: none declared yet")
     for mode in ("quick", "full"):
         print(f"\n{mode} spec:\n{json.dumps(claim.spec_for(mode).model_dump(mode='json'), indent=2)}")
     if claim.paper is not None:
@@ -184,6 +219,9 @@ def _cmd_show(args) -> int:
             print(f"error: {rec.error}")
         if rec.checks:
             print(tabulate(check_rows(rec), headers=CHECK_HEADERS))
+        if rec.seeds:
+            headers, rows = seed_rows(rec)
+            print(tabulate(rows, headers=headers))
         print(tabulate([[k, format_value(v, 6, 8)] for k, v in rec.evidence.items()], headers=["evidence", "value"]))
         if rec.thresholds:
             rows = [[k, format_value(v, 6, 8)] for k, v in rec.thresholds.items()]
@@ -213,6 +251,16 @@ def _select_claims(args) -> list[Claim]:
     return [_get_claim(cid) for cid in dict.fromkeys(args.claim_ids)]
 
 
+def _check_writable(out: Path) -> None:
+    """Fail before the first claim runs, not after it: create ``out`` and write a probe file there."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write records to {out}: {exc.strerror or exc}") from None
+
+
 def _cmd_run(args) -> int:
     from tqdm import tqdm
 
@@ -226,6 +274,7 @@ def _cmd_run(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out: {out} exists and is not a directory")
+    _check_writable(out)
     budget = "quick" if args.quick else ("full" if args.full else args.budget)
     if args.spec:
         if args.quick or args.full or args.budget:
@@ -234,29 +283,46 @@ def _cmd_run(args) -> int:
             raise UsageError("run: give exactly one of --all, claim ids, --family F or --spec FILE")
         claim, params, file_seed = load_spec_file(args.spec)
         seed = seed if seed is not None else (file_seed or 0)
-        jobs = plan_jobs([claim], "custom", seed, params)
+        jobs = plan_jobs([claim], "custom", seed, params, controls=args.controls)
     else:
         claims = _select_claims(args)
         if budget == "paper" and args.claim_ids:
             without = [c.id for c in claims if c.paper is None]
             if without:
                 raise UsageError(f"--budget paper: {', '.join(without)} has no paper budget (full is its source's)")
-        jobs = plan_jobs(claims, budget or "full", seed or 0)
+        if args.controls and budget == "paper":
+            raise UsageError("--controls: controls run in quick or full mode (--budget paper runs none)")
+        # --seed S runs that seed alone; without it, a claim that pools seeds runs all of them
+        jobs = plan_jobs(claims, budget or "full", seed or 0, controls=args.controls, sweep=seed is None)
     jobs = [dataclasses.replace(job, progress=not args.no_progress) for job in jobs]
+    # the committed records, read before this run may overwrite them (what --strict compares with)
+    committed = (
+        {
+            store.record_name(c.record.claim_id, c.record.mode, c.record.control): c.record
+            for c in store.scan(RECORDS).checks
+            if c.record
+        }
+        if args.strict
+        else {}
+    )
     bar = tqdm(total=len(jobs), desc="claims", unit="claim", file=sys.stderr, disable=args.no_progress)
     stored: list[Record] = []
 
     def finished(rec: Record) -> None:
         stored.append(rec)
         note = f"  {rec.error}" if rec.error else ""
+        if rec.control:
+            note += f"  (should be {registry.get(rec.claim_id).control(rec.control).expect})" if not rec.agrees else ""
+        name = store.record_name(rec.claim_id, rec.mode, rec.control)
         bar.write(
-            f"{VERDICT_MARK[rec.verdict]} {rec.verdict:<12} {rec.claim_id}  ({rec.seconds:.1f} s){note}",
+            f"{VERDICT_MARK[rec.verdict]} {rec.verdict:<12} {name}  ({rec.seconds:.1f} s){note}",
             file=sys.stderr,
         )
         bar.update(1)
 
     def skipped(job) -> None:
-        bar.write(f"= resumed      {job.claim_id}  (record is current)", file=sys.stderr)
+        name = store.record_name(job.claim_id, job.mode, job.control)
+        bar.write(f"= resumed      {name}  (record is current)", file=sys.stderr)
         bar.update(1)
 
     try:
@@ -279,13 +345,44 @@ def _cmd_run(args) -> int:
         return 130
     bar.close()
     counts = {v: sum(r.verdict == v for r in stored) for v in VERDICT_MARK}
-    agree = sum(r.agrees for r in stored)
+    claims_run = [r for r in stored if r.control is None]
+    controls_run = [r for r in stored if r.control is not None]
+    control_text = (
+        f"; {sum(r.agrees for r in controls_run)}/{len(controls_run)} controls came out as they should"
+        if controls_run
+        else ""
+    )
     print(
         f"{len(stored)} run, {len(jobs) - len(stored)} resumed: "
         + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-        + f"; {agree}/{len(stored)} agree with their source. Records in {out}/"
+        + f"; {sum(r.agrees for r in claims_run)}/{len(claims_run)} agree with their source{control_text}. "
+        + f"Records in {out}/"
     )
-    return 1 if counts["error"] else 0
+    if counts["error"]:
+        return 1
+    if args.strict:
+        surprises = _surprises(stored, committed)
+        for line in surprises:
+            print(f"catalogue: strict: {line}", file=sys.stderr)
+        return 1 if surprises else 0
+    return 0
+
+
+def _surprises(stored: list[Record], committed: dict[str, Record]) -> list[str]:
+    """What ``run --strict`` fails on: a verdict that disagrees with its source with no recorded
+    reason, a control that did not come out as declared, a verdict that differs from the
+    committed record of the same mode and seed."""
+    lines = []
+    for rec in stored:
+        name = store.record_name(rec.claim_id, rec.mode, rec.control)
+        if not rec.agrees and rec.control is None and not rec.expected_failure:
+            lines.append(f"{name}: {rec.verdict}, the source says {rec.source_verdict}, and no reason is recorded")
+        if not rec.agrees and rec.control is not None:
+            lines.append(f"{name}: the control came out {rec.verdict}, not as declared")
+        old = committed.get(name)
+        if old is not None and (old.mode, old.seed) == (rec.mode, rec.seed) and old.verdict != rec.verdict:
+            lines.append(f"{name}: {rec.verdict}, the committed record says {old.verdict}")
+    return lines
 
 
 def _cmd_report(args) -> int:
@@ -301,11 +398,13 @@ def _cmd_report(args) -> int:
     if not records:
         raise UsageError(f"--results: no usable records in {results}/; run `catalogue run --all` first")
     stale = {
-        store.record_path("", c.record.claim_id, c.record.mode).stem: c.reason
+        store.record_name(c.record.claim_id, c.record.mode, c.record.control): c.reason
         for c in scanned.checks
         if c.status == "stale" and c.record
     }
-    path = write_report(records, Path(args.out), stale=stale, paper=scanned.paper_records)
+    path = write_report(
+        records, Path(args.out), stale=stale, paper=scanned.paper_records, controls=scanned.control_records
+    )
     left_out = sum(c.record is None for c in scanned.checks)
     print(
         f"wrote {path} from {len(records)} record(s)"
@@ -378,8 +477,18 @@ def _cmd_schema(args) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("flatness-catalogue")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="catalogue", description="Run and report claims about flatness and generalization.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
     strict = "warnings about record files (stale, edited, invalid) make the exit code 1"
@@ -387,16 +496,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--family", help=f"one of {', '.join(FAMILIES)}")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--strict", action="store_true", help=strict)
+    p.add_argument("--json", action="store_true", help="print the claims and their records as JSON")
     p.set_defaults(func=_cmd_list)
 
     p = sub.add_parser("show", help="statement, source, specs and last evidence of one claim")
-    p.add_argument("claim_id")
+    p.add_argument("claim_id", help="a claim id (`catalogue list` shows them)")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--strict", action="store_true", help=strict)
+    p.add_argument("--json", action="store_true", help="print the claim and its records as JSON")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("run", help="run claims and store one JSON record per claim")
-    p.add_argument("claim_ids", nargs="*", metavar="ID")
+    p.add_argument("claim_ids", nargs="*", metavar="ID", help="claim ids (`catalogue list` shows them)")
     p.add_argument("--all", action="store_true", help="every registered claim")
     p.add_argument("--family", help="every claim of one family")
     p.add_argument("--spec", metavar="FILE", help="a JSON or TOML spec file: {claim, params, seed}")
@@ -409,11 +520,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="quick, full (default) or paper: the source's own budget where it differs from full "
         "(hours; checkpointed, continue with --resume)",
     )
-    p.add_argument("--seed", type=int, default=None, help="user seed mixed into every derived seed (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="user seed mixed into every derived seed (default 0); given, it runs alone, where full mode otherwise "
+        "pools a claim's seeds 0 … k−1",
+    )
     p.add_argument(
         "--jobs", type=int, default=1, help="parallel workers, across claims and across a population's models (-1: all)"
     )
-    p.add_argument("--backend", choices=["loky", "dask"], default="loky")
+    p.add_argument("--backend", choices=["loky", "dask"], default="loky", help="joblib backend for --jobs")
     p.add_argument("--scheduler", metavar="ADDR", help="dask scheduler address (default: a LocalCluster)")
     p.add_argument("--out", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument(
@@ -422,11 +539,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip claims whose record is current (as `verify` says), continue long training from its checkpoints",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--controls",
+        action="store_true",
+        help="after each claim, run its negative controls (records <id>~<control>.json)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit 1 when a verdict disagrees with its source without a recorded reason, a control does not come "
+        f"out as declared, or a verdict differs from the committed record in {RECORDS}/",
+    )
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("report", help="write REPORT.md (and report/figures/) from the records")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
-    p.add_argument("--out", default="REPORT.md")
+    p.add_argument("--out", default="REPORT.md", help="the report's file (figures go to report/figures beside it)")
     p.add_argument("--strict", action="store_true", help=strict)
     p.set_defaults(func=_cmd_report)
 
@@ -445,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("schema", help="JSON Schema of spec files (all claims, or one)")
-    p.add_argument("claim_id", nargs="?")
+    p.add_argument("claim_id", nargs="?", help="one claim's schema (default: all)")
     p.set_defaults(func=_cmd_schema)
     return parser
 
@@ -463,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
 
 
 if __name__ == "__main__":

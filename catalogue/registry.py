@@ -9,13 +9,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from catalogue.claim import FAMILIES, MODES, Claim, Source, Verdict
+from catalogue.claim import FAMILIES, KINDS, MODES, Claim, ClaimKind, Control, Source, Verdict
 from catalogue.rules import Rule
 from constructions.specs import Spec
 
 __all__ = ["register", "get", "all_claims", "UnknownClaim", "CLAIM_ID"]
 
 CLAIM_ID = re.compile(r"^[a-z0-9]+\.[a-z0-9][a-z0-9-]*$")
+CONTROL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CLAIMS: dict[str, Claim] = {}
 _loaded = False
 
@@ -32,6 +33,7 @@ def register(
     id: str,
     title: str,
     statement: str,
+    kind: ClaimKind,
     source: Source,
     source_verdict: Verdict,
     params: type[Spec],
@@ -42,12 +44,17 @@ def register(
     parallel: bool = False,
     paper: dict[str, Any] | None = None,
     rule: Rule | None = None,
+    controls: tuple[Control, ...] = (),
+    seeds: int = 1,
 ) -> Callable:
     """Decorator registering ``check(params, ctx) -> Outcome`` as a claim.
 
     ``quick``, ``full`` and ``paper`` (the source's budget, where it differs from full) are
     validated into ``params`` at import time, so a claim with a bad parameter set never registers.
     ``rule`` declares how the verdict follows from the check's evidence (:mod:`catalogue.rules`).
+    ``kind`` is one of identity, construction, empirical; ``controls`` are the claim's negative
+    controls, each applied to the quick and full specs here so that a bad one never registers.
+    ``seeds`` independent user seeds are pooled into the full-mode verdict.
     """
 
     def decorate(check: Callable) -> Callable:
@@ -57,6 +64,22 @@ def register(
             raise ValueError(f"claim id {id!r} registered twice")
         if not expected_failure_modes or not set(expected_failure_modes) <= set(MODES):
             raise ValueError(f"{id}: expected_failure_modes must name some of {MODES}, got {expected_failure_modes!r}")
+        if seeds < 1:
+            raise ValueError(f"{id}: seeds must be at least 1, got {seeds}")
+        if kind not in KINDS:
+            raise ValueError(f"{id}: kind must be one of {KINDS}, got {kind!r}")
+        names = [c.name for c in controls]
+        if len(set(names)) != len(names) or not all(CONTROL_NAME.match(n) for n in names):
+            raise ValueError(f"{id}: control names must be distinct lowercase slugs, got {names}")
+        specs = {mode: params.model_validate(values) for mode, values in (("quick", quick), ("full", full))}
+        for control in controls:
+            for mode, spec in specs.items():
+                try:
+                    control.apply(spec)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{id}: control {control.name!r} does not apply to the {mode} spec: {exc}"
+                    ) from None
         _CLAIMS[id] = Claim(
             id=id,
             title=title,
@@ -64,14 +87,17 @@ def register(
             source=source,
             source_verdict=source_verdict,
             params=params,
-            quick=params.model_validate(quick),
-            full=params.model_validate(full),
+            quick=specs["quick"],
+            full=specs["full"],
             check=check,
             expected_failure=expected_failure,
             expected_failure_modes=expected_failure_modes,
             parallel=parallel,
             paper=None if paper is None else params.model_validate(paper),
             rule=rule,
+            kind=kind,
+            controls=tuple(controls),
+            seeds=seeds,
         )
         return check
 

@@ -13,12 +13,24 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from catalogue import registry
 from catalogue.atomic import atomic_write_text
-from catalogue.claim import FAMILIES, Figure
+from catalogue.claim import FAMILIES, KINDS, Figure
 from catalogue.record import Record
 from catalogue.store import record_name
 
-__all__ = ["write_report", "render_report", "format_value", "short_source", "FAMILY_TITLES"]
+__all__ = [
+    "write_report",
+    "render_report",
+    "format_value",
+    "control_rows",
+    "control_summary",
+    "kind_counts",
+    "headline",
+    "anchor",
+    "seed_rows",
+    "FAMILY_TITLES",
+]
 
 FAMILY_TITLES = {
     "dinh2017": "Dinh, Pascanu, Bengio, Bengio 2017: sharp minima can generalize",
@@ -35,6 +47,8 @@ VERDICT_MARK = {
     "error": "! error",
 }
 KEY_EVIDENCE = 3
+KIND_PLURAL = {"identity": "identities", "construction": "constructions", "empirical": "empirical"}
+Controls = dict[tuple[str, str], Record]
 
 
 def format_value(value: Any, digits: int = 4, max_items: int = 6) -> str:
@@ -65,21 +79,14 @@ def _key_evidence(record: Record) -> str:
     return "; ".join(f"{k} = {format_value(v)}" for k, v in items)
 
 
-def short_source(item) -> str:
-    """ "Dinh 2017, Theorem 3" from a claim's or a record's source."""
-    paper = item.source.paper
-    first = paper.split(",")[0].split()[0]
-    year = next((tok.strip("()") for tok in paper.split() if tok.strip("()").isdigit()), "")
-    return f"{first} {year}, {item.source.locator}"
-
-
 def _draw(figure: Figure, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=110)
+    many = len(figure.series) > 3
+    fig, ax = plt.subplots(figsize=(7.5 if many else 5.5, 3.8), dpi=110)
     for s in figure.series:
         s = s.model_copy(
             update={"x": [np.nan if v is None else v for v in s.x], "y": [np.nan if v is None else v for v in s.y]}
@@ -93,15 +100,20 @@ def _draw(figure: Figure, path: Path) -> None:
             ax.plot(s.x, s.y, marker=marker, markersize=3, label=s.label)
     from matplotlib.ticker import NullFormatter
 
+    # a log axis spanning less than ~1.5 decades keeps its minor labels (else it may show one tick label);
+    # over more decades they overlap
     if figure.logx:
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels of short decades overlap
     if figure.logy:
         ax.set_yscale("log")
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    for log, axis, (low, high) in ((figure.logx, ax.xaxis, ax.get_xlim()), (figure.logy, ax.yaxis, ax.get_ylim())):
+        if log and low > 0 and np.log10(high / low) > 1.5:
+            axis.set_minor_formatter(NullFormatter())
     ax.set(title=figure.title, xlabel=figure.xlabel, ylabel=figure.ylabel)
     ax.grid(True, alpha=0.3)
-    if len(figure.series) > 1:
+    if many:  # beside the axes, never over the data
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    elif len(figure.series) > 1:
         ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,9 +139,15 @@ def _claim_section(
     report_dir: Path,
     stale: dict[str, str],
     paper: Record | None = None,
+    controls: Controls | None = None,
 ) -> list[str]:
-    lines = [f"### `{record.claim_id}` — {VERDICT_MARK[record.verdict]}", ""]
-    lines += [f"**{record.title}**", "", f"> {record.statement}", ""]
+    lines = [
+        f'<a id="{anchor(record.claim_id)}"></a>',
+        "",
+        f"### `{record.claim_id}` — {VERDICT_MARK[record.verdict]}",
+        "",
+    ]
+    lines += [f"**{record.title}** ({record.kind or 'kind not recorded'})", "", f"> {record.statement}", ""]
     lines.append(
         f"Source: {record.source.cite()}"
         + (f" (seed `{record.source.seed}`)" if record.source.seed else "")
@@ -149,7 +167,55 @@ def _claim_section(
         ]
         name = record_name(paper.claim_id, paper.mode)
         lines += _record_body(paper, figure_dir, report_dir, stale.get(name), suffix="@paper")
-    return lines
+    return lines + _controls_section(record, controls or {})
+
+
+CONTROL_HEADERS = ["control", "what it breaks", "should be", "measured", "differs from the claim"]
+
+
+def control_rows(record: Record, controls: Controls) -> list[list[str]]:
+    """One row per declared negative control of ``record``'s claim: its verdict beside the claim's."""
+    rows = []
+    for control in registry.get(record.claim_id).controls:
+        found = controls.get((record.claim_id, control.name))
+        if found is None or found.mode != record.mode or found.seed != record.seed:
+            measured, differs = "not run", "—"
+        else:
+            measured = VERDICT_MARK[found.verdict] + ("" if found.agrees else " (**not as expected**)")
+            differs = "yes" if found.verdict != record.verdict else "**no**"
+        rows.append([f"`{control.name}`", control.breaks, control.expect, measured, differs])
+    return rows
+
+
+def _controls_section(record: Record, controls: Controls) -> list[str]:
+    rows = control_rows(record, controls)
+    if not rows:
+        return ["*No negative control declared yet: nothing here shows this check can come out the other way.*", ""]
+    intro = (
+        "*Negative controls*: the same check and verdict rule on the claim's spec with its premise broken "
+        f"(`catalogue run {record.claim_id} --controls`)."
+    )
+    return [intro, "", tabulate(rows, headers=CONTROL_HEADERS, tablefmt="github"), ""]
+
+
+def control_summary(record: Record, controls: Controls) -> str:
+    """``2/2`` (controls whose verdict differs from the claim's, of those declared), or ``none``."""
+    rows = control_rows(record, controls)
+    if not rows:
+        return "none"
+    if all(r[3] == "not run" for r in rows):
+        return "not run"
+    return f"{sum(r[4] == 'yes' for r in rows)}/{len(rows)} turn"
+
+
+def kind_counts(records: list[Record]) -> str:
+    """Agreement per claim kind: ``identities 9/9, constructions 12/13, empirical 14/20``."""
+    parts = []
+    for kind in KINDS:
+        of_kind = [r for r in records if r.kind == kind]
+        if of_kind:
+            parts.append(f"{KIND_PLURAL[kind]} {sum(r.agrees for r in of_kind)}/{len(of_kind)}")
+    return ", ".join(parts)
 
 
 CHECK_HEADERS = ["verdict rule", "measured", "→", "why this threshold"]
@@ -160,15 +226,69 @@ def check_rows(record: Record) -> list[list[str]]:
     rows = []
     for check in record.checks:
         outcome = check.verdict if check.role == "test" else ("met" if check.verdict == "holds" else "**not met**")
-        prefix = "requires " if check.role == "requires" else ""
+        prefix = {"test": "", "requires": "requires ", "witness": "counterexample: "}[check.role]
         rows.append([f"{prefix}{check.rule}", format_value(check.value), outcome, check.why])
     return rows
 
 
-def _paper_cell(record: Record | None) -> str:
-    if record is None:
-        return "—"
-    return f"{VERDICT_MARK[record.verdict]} ({'agrees' if record.agrees else '**no**'})"
+def seed_rows(record: Record) -> tuple[list[str], list[list[Any]]]:
+    """(headers, rows): each seed's verdict and the numbers its rule read."""
+    quantities = list(dict.fromkeys(k for run in record.seeds for k in run.values))
+    rows = [
+        [run.seed, run.verdict, *(format_value(run.values.get(q, "—")) for q in quantities)] for run in record.seeds
+    ]
+    return ["seed", "verdict", *quantities], rows
+
+
+def _seeds_table(record: Record) -> list[str]:
+    """Each seed's verdict and numbers (the tables above are the first seed's)."""
+    headers, rows = seed_rows(record)
+    intro = (
+        f"*Across {len(record.seeds)} seeds* the verdict is **{record.verdict}**: holds (refuted) when at least 80% "
+        "of the seeds hold (refute) and none says the opposite, otherwise inconclusive (seed-dependent). The "
+        "evidence, checks and figures shown are seed "
+        f"{record.seeds[0].seed}'s."
+    )
+    return [intro, "", tabulate(rows, headers=headers, tablefmt="github"), ""]
+
+
+def _seed_text(record: Record) -> str:
+    return f", {len(record.seeds)} seeds" if record.seeds else ""
+
+
+LONG_TABLE = 12
+
+
+def _table(name: str, rows: list[list[Any]], headers: list[str], named: bool = False) -> list[str]:
+    """A GitHub table; one longer than LONG_TABLE rows folds into a <details> block."""
+    text = tabulate(rows, headers=headers, tablefmt="github")
+    if len(rows) <= LONG_TABLE:
+        return ([f"*{name}*", ""] if named else []) + [text, ""]
+    return [f"<details><summary>{name} ({len(rows)} rows)</summary>", "", text, "", "</details>", ""]
+
+
+def anchor(claim_id: str) -> str:
+    """The link target of a claim's section: its slug (unique across families, checked by the registry test)."""
+    return claim_id.split(".", 1)[1]
+
+
+def _link(claim_id: str) -> str:
+    return f"[{anchor(claim_id)}](#{anchor(claim_id)})"
+
+
+def headline(record: Record) -> str:
+    """The number a reader looks at first: the declared rule's first quantity, else the first scalar evidence."""
+    if record.error:
+        return "error"
+    if record.checks:
+        check = record.checks[0]
+        return f"{check.quantity} = {format_value(check.value)}"
+    items = [(k, v) for k, v in flat_items(record.evidence) if not isinstance(v, list)]
+    return f"{items[0][0]} = {format_value(items[0][1])}" if items else "—"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str | None, suffix: str = "") -> list[str]:
@@ -183,22 +303,16 @@ def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str 
         lines += [record.notes, ""]
     if record.checks:
         lines += [tabulate(check_rows(record), headers=CHECK_HEADERS, tablefmt="github"), ""]
+    if record.seeds:
+        lines += _seeds_table(record)
     if record.evidence:
         rows = [[f"`{k}`", _data_link(v, report_dir) or format_value(v)] for k, v in flat_items(record.evidence)]
-        lines += [tabulate(rows, headers=["evidence", "value"], tablefmt="github"), ""]
+        lines += _table("evidence", rows, ["evidence", "value"])
     if record.thresholds:
         rows = [[f"`{k}`", format_value(v)] for k, v in record.thresholds.items()]
-        lines += [tabulate(rows, headers=["threshold", "value"], tablefmt="github"), ""]
+        lines += _table("thresholds", rows, ["threshold", "value"])
     for table in record.tables:
-        lines += [f"*{table.name}*", ""]
-        lines += [
-            tabulate(
-                [[format_value(c) for c in row] for row in table.rows],
-                headers=table.headers,
-                tablefmt="github",
-            ),
-            "",
-        ]
+        lines += _table(table.name, [[format_value(c) for c in row] for row in table.rows], table.headers, named=True)
     for figure in record.figures:
         path = figure_dir / f"{record.claim_id}{suffix}-{figure.name}.png"
         _draw(figure, path)
@@ -217,13 +331,15 @@ def render_report(
     out: Path,
     stale: dict[str, str] | None = None,
     paper: dict[str, Record] | None = None,
+    controls: Controls | None = None,
 ) -> str:
     """The Markdown text of the report; figures are written under ``<out dir>/report/figures``.
 
     ``stale`` maps record names (:func:`catalogue.store.record_name`) whose record predates a change of the claim's
-    code to the reason; ``paper`` holds the records at the source's budget, by claim id.
+    code to the reason; ``paper`` holds the records at the source's budget, by claim id; ``controls`` the
+    negative controls' records by (claim id, control name).
     """
-    stale, paper = stale or {}, paper or {}
+    stale, paper, controls = stale or {}, paper or {}, controls or {}
     records = {**{k: v for k, v in paper.items() if k not in records}, **records}  # a paper-only claim leads
     paper = {k: v for k, v in paper.items() if records[k] is not v}
     report_dir = out.parent
@@ -235,39 +351,60 @@ def render_report(
     modes = Counter(r.mode for r in [*ordered, *paper.values()])
     verdicts = Counter(r.verdict for r in ordered)
     mode_text = ", ".join(f"{n} {m}" for m, n in modes.items())
+    families = [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(
+        {r.family for r in ordered} - set(FAMILIES)
+    )
     lines = [
         "# Flatness catalogue report",
         "",
         f"Generated by `catalogue report` from {len(ordered)} record(s) ({mode_text} mode). "
         + ", ".join(f"{n} {v}" for v, n in verdicts.items())
-        + f"; {sum(r.agrees for r in ordered)}/{len(ordered)} agree with their source.",
+        + f". **{sum(r.agrees for r in ordered)}/{len(ordered)} agree with their source** "
+        + f"({kind_counts(ordered)}).",
+        "",
+        _controls_header(ordered, controls),
+        "",
+        "## Findings",
+        "",
+        *_findings(ordered, paper, controls),
+        "",
+        "## Contents",
+        "",
+        "- [Summary](#summary)",
+        *(f"- [{FAMILY_TITLES.get(f, f)}](#{_family_anchor(f)})" for f in families),
+        "- [Provenance](#provenance)",
         "",
         "## Summary",
         "",
     ]
     rows = [
         [
-            f"`{r.claim_id}`",
-            short_source(r),
-            r.statement,
+            f"[{anchor(r.claim_id)}][]",  # a reference link: the row stays short
+            r.kind or "—",
             r.source_verdict,
-            f"{VERDICT_MARK[r.verdict]} ({r.mode})",
+            r.verdict,
+            len(r.seeds) or 1,
             "yes" if r.agrees else "**no**",
-            *([_paper_cell(paper.get(r.claim_id))] if paper else []),
-            _key_evidence(r),
+            paper[r.claim_id].verdict if r.claim_id in paper else "",
+            _cut(headline(r), 40),
         ]
         for r in ordered
     ]
-    headers = ["claim", "source", "statement", "source says", "verdict", "agrees"]
-    headers += ["at the paper's budget"] if paper else []
-    lines += [tabulate(rows, headers=[*headers, "key evidence"], tablefmt="github"), ""]
-    for family in [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(
-        {r.family for r in ordered} - set(FAMILIES)
-    ):
-        lines += [f"## {FAMILY_TITLES.get(family, family)}", ""]
+    headers = ["claim", "kind", "source", "ours", "seeds", "agrees", "paper budget", "headline"]
+    lines += [tabulate(rows, headers=headers, tablefmt="github"), ""]
+    lines += [f"[{anchor(r.claim_id)}]: #{anchor(r.claim_id)}" for r in ordered]
+    lines += [
+        "",
+        "*ours*: the full-mode verdict (pooled over *seeds* where there are several); *paper budget*: the verdict at "
+        "the source's own budget where it differs from full mode; controls and every number are in each claim's "
+        "section (`catalogue show ID` prints one claim).",
+        "",
+    ]
+    for family in families:
+        lines += [f'<a id="{_family_anchor(family)}"></a>', "", f"## {FAMILY_TITLES.get(family, family)}", ""]
         for r in ordered:
             if r.family == family:
-                lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id))
+                lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id), controls)
     lines += ["## Provenance", ""]
     versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
     for v in versions:
@@ -290,12 +427,59 @@ def render_report(
     return "\n".join(lines)
 
 
+def _family_anchor(family: str) -> str:
+    return f"family-{family}"
+
+
+def _findings(records: list[Record], paper: dict[str, Record], controls: Controls) -> list[str]:
+    """One line per disagreement with a source (full or paper budget) and per control that did not
+    come out as declared, each linked to its section."""
+    lines = []
+    for r in records:
+        if not r.agrees:
+            why = r.error or r.expected_failure or headline(r)
+            lines.append(
+                f"- {_link(r.claim_id)} ({r.kind}): the source says **{r.source_verdict}**, we measure "
+                f"**{r.verdict}** ({r.mode}{_seed_text(r)}). {_cut(why, 300)}"
+            )
+        p = paper.get(r.claim_id)
+        if p is not None and not p.agrees:
+            lines.append(
+                f"- {_link(r.claim_id)} at the paper's budget: the source says **{p.source_verdict}**, we measure "
+                f"**{p.verdict}**. {_cut(p.expected_failure or headline(p), 300)}"
+            )
+    for (claim_id, name), c in sorted(controls.items()):
+        if not c.agrees and claim_id in {r.claim_id for r in records}:
+            expect = registry.get(claim_id).control(name).expect
+            lines.append(
+                f"- {_link(claim_id)}, control `{name}`: should be **{expect}**, measured **{c.verdict}** "
+                "(the check may not be able to fail this way)."
+            )
+    return lines or ["- none: every claim agrees with its source and every control came out as declared."]
+
+
+def _controls_header(records: list[Record], controls: Controls) -> str:
+    summaries = [control_summary(r, controls) for r in records]
+    declared = sum(s != "none" for s in summaries)
+    turned = sum(s.endswith("turn") and not s.startswith("0/") for s in summaries)
+    empirical = [r for r in records if r.kind == "empirical"]
+    pooled = sum(len(r.seeds) >= 5 for r in empirical)
+    return (
+        f"Negative controls: {declared} of {len(records)} claims declare one; for {turned} of them at least one "
+        "control's verdict differs from the claim's, which shows the check can come out the other way. The others "
+        f"have not yet shown that they can fail. Seeds: {pooled} of the {len(empirical)} empirical claims pool ≥ 5 "
+        "independent seeds into their verdict (per-seed verdicts in their sections); the others run one seed, some "
+        "of them pooling their own draws inside the check (their specs say how many)."
+    )
+
+
 def write_report(
     records: dict[str, Record],
     out: Path,
     stale: dict[str, str] | None = None,
     paper: dict[str, Record] | None = None,
+    controls: Controls | None = None,
 ) -> Path:
     """Render and atomically write the report to ``out``."""
-    atomic_write_text(out, render_report(records, out, stale, paper))
+    atomic_write_text(out, render_report(records, out, stale, paper, controls))
     return out

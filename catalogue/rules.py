@@ -17,7 +17,10 @@ of the claim's parameters) or :func:`measured` (another evidence quantity)):
 - :class:`IsTrue` a measured yes/no: true holds, false refutes;
 - :class:`AllOf` refuted if any part refutes, holds if every part holds, else inconclusive;
 - :class:`Given` a precondition (a rule that must hold) before a test: unmet, the verdict is
-  inconclusive whatever the test says ("Lanczos did not converge: no verdict").
+  inconclusive whatever the test says ("Lanczos did not converge: no verdict");
+- :class:`Counterexample` for a universal statement ("every flattest interpolator generalizes"):
+  refuted when the exhibited object has every property of a counterexample, otherwise
+  inconclusive (one object that is not a counterexample proves nothing).
 
 A non-finite or non-numeric value (NaN from a diverged run, None) never holds and never refutes:
 it is inconclusive. A quantity the evidence does not have is the claim's bug: the run's record
@@ -48,6 +51,7 @@ __all__ = [
     "IsTrue",
     "AllOf",
     "Given",
+    "Counterexample",
     "lookup",
 ]
 
@@ -131,7 +135,7 @@ class Check(BaseModel):
     threshold: Any
     verdict: Verdict
     why: str
-    role: Literal["test", "requires"] = "test"
+    role: Literal["test", "requires", "witness"] = "test"
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,12 @@ class Rule(ABC):
     @abstractmethod
     def describe(self) -> str:
         """The rule in words, thresholds named as declared (for the report and ``catalogue show``)."""
+
+    def reads(self) -> list[str]:
+        """The evidence paths the rule reads: its quantity and every :func:`measured` threshold."""
+        quantity = getattr(self, "quantity", None)
+        refs = [v.path for v in vars(self).values() if isinstance(v, Ref) and v.source == "evidence"]
+        return ([quantity] if isinstance(quantity, str) else []) + refs
 
     def _resolve(self, threshold: Threshold, evidence: Mapping[str, Any], params: Any) -> Any:
         if not isinstance(threshold, Ref):
@@ -381,6 +391,9 @@ class AllOf(Rule):
     def describe(self) -> str:
         return " and ".join(f"({p.describe()})" if isinstance(p, AllOf | Given) else p.describe() for p in self.parts)
 
+    def reads(self) -> list[str]:
+        return [path for part in self.parts for path in part.reads()]
+
     def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
         decisions = [p.decide(evidence, params) for p in self.parts]
         return Decision(combine([d.verdict for d in decisions]), [c for d in decisions for c in d.checks])
@@ -396,8 +409,35 @@ class Given(Rule):
     def describe(self) -> str:
         return f"given {self.requires.describe()}: {self.then.describe()}"
 
+    def reads(self) -> list[str]:
+        return self.requires.reads() + self.then.reads()
+
     def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
         pre = self.requires.decide(evidence, params)
         test = self.then.decide(evidence, params)
         checks = [c.model_copy(update={"role": "requires"}) for c in pre.checks] + test.checks
         return Decision(test.verdict if pre.verdict == "holds" else "inconclusive", checks)
+
+
+@dataclass(frozen=True)
+class Counterexample(Rule):
+    """Refutes a universal statement when ``witness`` holds (the exhibited object is a
+    counterexample: every property it needs is met); otherwise inconclusive."""
+
+    witness: Rule
+    why: str
+
+    def __post_init__(self) -> None:
+        if not self.why.strip():
+            raise ValueError("a counterexample rule needs its why")
+
+    def describe(self) -> str:
+        return f"refuted by a counterexample: {self.witness.describe()}"
+
+    def reads(self) -> list[str]:
+        return self.witness.reads()
+
+    def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
+        found = self.witness.decide(evidence, params)
+        checks = [c.model_copy(update={"role": "witness"}) for c in found.checks]
+        return Decision("refuted" if found.verdict == "holds" else "inconclusive", checks)

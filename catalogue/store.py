@@ -26,12 +26,14 @@ from pydantic import ValidationError
 
 from catalogue import provenance, registry, seeding
 from catalogue.atomic import atomic_write_text
-from catalogue.claim import MODES
+from catalogue.claim import MODES, Claim, Control
 from catalogue.record import Record
+from constructions.specs import Spec
 
 __all__ = [
     "Status",
     "PAPER_SUFFIX",
+    "CONTROL_SEPARATOR",
     "RecordCheck",
     "Scan",
     "record_name",
@@ -48,16 +50,18 @@ Status = Literal["current", "stale", "edited", "invalid"]
 
 
 PAPER_SUFFIX = "@paper"
+CONTROL_SEPARATOR = "~"
 
 
-def record_name(claim_id: str, mode: str = "full") -> str:
-    """``<claim_id>``, or ``<claim_id>@paper`` for a paper-budget record: it sits beside the full
-    one, so a full run never replaces the hours of a paper one."""
-    return claim_id + (PAPER_SUFFIX if mode == "paper" else "")
+def record_name(claim_id: str, mode: str = "full", control: str | None = None) -> str:
+    """``<claim_id>``, ``<claim_id>@paper`` for a paper-budget record (it sits beside the full
+    one, so a full run never replaces the hours of a paper one), ``<claim_id>~<control>`` for a
+    negative control's record."""
+    return claim_id + (PAPER_SUFFIX if mode == "paper" else "") + (f"{CONTROL_SEPARATOR}{control}" if control else "")
 
 
-def record_path(out_dir: Path | str, claim_id: str, mode: str = "full") -> Path:
-    return Path(out_dir) / f"{record_name(claim_id, mode)}.json"
+def record_path(out_dir: Path | str, claim_id: str, mode: str = "full", control: str | None = None) -> Path:
+    return Path(out_dir) / f"{record_name(claim_id, mode, control)}.json"
 
 
 def seal(record: Record) -> Record:
@@ -66,7 +70,7 @@ def seal(record: Record) -> Record:
 
 
 def write_record(out_dir: Path | str, record: Record) -> Path:
-    path = record_path(out_dir, record.claim_id, record.mode)
+    path = record_path(out_dir, record.claim_id, record.mode, record.control)
     data = seal(record).model_dump(mode="json")
     atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
     return path
@@ -85,7 +89,9 @@ class RecordCheck:
 
     @property
     def claim_id(self) -> str:
-        return self.record.claim_id if self.record else self.path.stem.removesuffix(PAPER_SUFFIX)
+        if self.record:
+            return self.record.claim_id
+        return self.path.stem.split(CONTROL_SEPARATOR)[0].removesuffix(PAPER_SUFFIX)
 
     def warning(self) -> str:
         return f"{self.path}: {self.status}: {self.reason}"
@@ -133,9 +139,10 @@ def check_record_file(path: Path | str) -> RecordCheck:
         record = Record.model_validate(data)
     except ValidationError as exc:
         return invalid(f"not a record: {_first_error(exc)}")
-    if path.name != record_path(path.parent, record.claim_id, record.mode).name:
-        expected = record_path(path.parent, record.claim_id, record.mode).name
-        return invalid(f"claim id {record.claim_id!r} ({record.mode} mode) belongs in {expected!r}, not {path.name!r}")
+    expected = record_path(path.parent, record.claim_id, record.mode, record.control).name
+    if path.name != expected:
+        what = f"{record.mode} mode" + (f", control {record.control!r}" if record.control else "")
+        return invalid(f"claim id {record.claim_id!r} ({what}) belongs in {expected!r}, not {path.name!r}")
     try:
         claim = registry.get(record.claim_id)
     except registry.UnknownClaim as exc:
@@ -147,10 +154,23 @@ def check_record_file(path: Path | str) -> RecordCheck:
     except ValidationError as exc:
         return invalid(f"spec is not {claim.id}'s parameters: {_first_error(exc)}")
     expected = seeding.spec_hash({"claim": claim.id, "params": params.model_dump(mode="json")})
-    if record.spec_hash != expected:
+    # a spec that hashes as stored but not as the claim's parameters read it now: the parameters
+    # gained a field (or a default) since, which makes the record stale, not corrupt
+    schema_changed = record.spec_hash != expected and record.spec_hash == seeding.spec_hash(
+        {"claim": claim.id, "params": record.spec}
+    )
+    if record.spec_hash != expected and not schema_changed:
         return invalid("spec_hash does not match the claim id and spec")
     if record.mode == "paper" and claim.paper is None:
         return invalid(f"{claim.id} has no paper budget, yet the record says mode paper")
+    control = None
+    if record.control is not None:
+        try:
+            control = claim.control(record.control)
+        except KeyError as exc:
+            return invalid(str(exc.args[0]))
+        if record.mode == "paper":
+            return invalid("controls run in quick, full or custom mode, not at the paper budget")
     if record.code_hash != provenance.digest(seeding.canonical_json(record.code_files)):
         return invalid("code_hash does not match code_files")
     now = provenance.content_hashes(record.content())
@@ -164,16 +184,26 @@ def check_record_file(path: Path | str) -> RecordCheck:
             "statement": claim.statement,
             "source": claim.source,
             "source_verdict": claim.source_verdict,
-            "agrees": record.verdict == claim.source_verdict,
+            "kind": claim.kind,
+            "agrees": record.verdict == (control.expect if control else claim.source_verdict),
         }
     )
     changed = provenance.changed_files(record.code_files, provenance.code_files(claim.check.__module__))
-    if record.mode in MODES and params != claim.spec_for(record.mode):
+    if schema_changed:
+        reason = "the claim's parameters changed since (a field or a default was added)"
+        return RecordCheck(path, "stale", reason, record, tuple(changed))
+    if record.mode in MODES and params != _spec_of(claim, record.mode, control):
         return RecordCheck(path, "stale", f"the claim's {record.mode}-mode spec changed since", record, tuple(changed))
     if changed:
         shown = ", ".join(changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
         return RecordCheck(path, "stale", f"code changed since it was computed: {shown}", record, tuple(changed))
     return RecordCheck(path, "current", "", record)
+
+
+def _spec_of(claim: Claim, mode: str, control: Control | None) -> Spec:
+    """The spec a record of ``mode`` (and ``control``) must have to be current."""
+    spec = claim.spec_for(mode)
+    return control.apply(spec) if control is not None else spec
 
 
 @dataclass
@@ -187,12 +217,24 @@ class Scan:
     def records(self) -> dict[str, Record]:
         """Current and stale records by claim id (edited and invalid files are left out), paper
         budgets apart (see :attr:`paper_records`)."""
-        return {c.record.claim_id: c.record for c in self.checks if c.record is not None and c.record.mode != "paper"}
+        return {c.record.claim_id: c.record for c in self._usable() if c.record.mode != "paper"}
 
     @property
     def paper_records(self) -> dict[str, Record]:
         """Current and stale records at the source's budget (``mode: paper``) by claim id."""
-        return {c.record.claim_id: c.record for c in self.checks if c.record is not None and c.record.mode == "paper"}
+        return {c.record.claim_id: c.record for c in self._usable() if c.record.mode == "paper"}
+
+    @property
+    def control_records(self) -> dict[tuple[str, str], Record]:
+        """Current and stale negative-control records by (claim id, control name)."""
+        return {
+            (c.record.claim_id, c.record.control): c.record
+            for c in self.checks
+            if c.record is not None and c.record.control is not None
+        }
+
+    def _usable(self) -> list[RecordCheck]:
+        return [c for c in self.checks if c.record is not None and c.record.control is None]
 
     @property
     def warnings(self) -> list[str]:

@@ -7,7 +7,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["worst", "tolerance_verdict", "combine"]
+__all__ = ["worst", "tolerance_verdict", "combine", "across_seeds", "SEED_QUORUM"]
+
+SEED_QUORUM = 0.8
 
 
 def worst(values: Iterable[float]) -> float:
@@ -40,3 +42,21 @@ def combine(verdicts: Iterable[str]) -> str:
     if "refuted" in verdicts:
         return "refuted"
     return "holds" if all(v == "holds" for v in verdicts) else "inconclusive"
+
+
+def across_seeds(verdicts: Iterable[str]) -> str:
+    """The verdict of independent seeds: ``holds`` (``refuted``) when at least 80% of the seeds hold
+    (refute) and none says the opposite, else ``inconclusive`` (seed-dependent).
+
+    Why 80%: with five seeds, one seed may come out inconclusive (a run that did not converge, a CI
+    that straddles its cut) without erasing the others, but a seed that contradicts the rest always
+    makes the verdict seed-dependent.
+    """
+    verdicts = list(verdicts)
+    if not verdicts:
+        raise ValueError("no seed was run")
+    quorum = math.ceil(SEED_QUORUM * len(verdicts) - 1e-9)
+    for verdict, opposite in (("holds", "refuted"), ("refuted", "holds")):
+        if verdicts.count(verdict) >= quorum and opposite not in verdicts:
+            return verdict
+    return "inconclusive"

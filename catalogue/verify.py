@@ -3,7 +3,7 @@
 Each record file is checked as :mod:`catalogue.store` reads it (current / stale / edited /
 invalid). With a rerun, chosen claims run again in their records' own mode, spec and seed, in a
 fresh directory (no cache or checkpoint is reused), and every number is compared with the stored
-one (paper-budget records, hours each, are checked but not rerun):
+one (paper-budget records, hours each, and negative controls' records are checked but not rerun):
 
 - the verdict and the error message must be equal;
 - every number of the evidence, thresholds, checks, tables and figures must be equal bit for bit (each
@@ -95,7 +95,7 @@ def compare_records(stored: Record, fresh: Record, rerun_dir: Path | None = None
         return [f"verdict: stored {stored.verdict}, now {fresh.verdict}"]
     if stored.error != fresh.error:
         return [f"error: stored {stored.error!r}, now {fresh.error!r}"]
-    parts = ("evidence", "thresholds", "checks", "tables", "figures")
+    parts = ("evidence", "thresholds", "checks", "seeds", "tables", "figures")
     a = _leaves(stored.model_dump(mode="json", include=set(parts)), "")
     b = _leaves(fresh.model_dump(mode="json", include=set(parts)), "")
     differences = []
@@ -145,8 +145,13 @@ def verify_records(
     """Check every record file of ``results``; rerun the chosen claims and compare their numbers."""
     scanned = store.scan(results)
     rows = {c.path: Verification(c.path, c.claim_id, c.status, c.reason) for c in scanned.checks}
-    # paper-budget records take hours to recompute: they are checked, never rerun here
-    usable = {c.record.claim_id: c for c in scanned.checks if c.record is not None and c.record.mode != "paper"}
+    # paper-budget records take hours to recompute: they are checked, never rerun here; so are the
+    # negative controls' records (a rerun of the claim's own record checks the same code)
+    usable = {
+        c.record.claim_id: c
+        for c in scanned.checks
+        if c.record is not None and c.record.mode != "paper" and c.record.control is None
+    }
     chosen = choose_reruns(list(usable), rerun, sample, sample_seed)
     missing = [cid for cid in chosen if cid not in usable]
     for cid in missing:
@@ -154,7 +159,11 @@ def verify_records(
         rows.setdefault(path, Verification(path, cid, "invalid", "no usable record to rerun"))
     jobs = [
         runner.Job(
-            cid, seeding.canonical_json(usable[cid].record.spec), usable[cid].record.mode, usable[cid].record.seed
+            cid,
+            seeding.canonical_json(usable[cid].record.spec),
+            usable[cid].record.mode,
+            usable[cid].record.seed,
+            seeds=tuple(r.seed for r in usable[cid].record.seeds[1:]),
         )
         for cid in chosen
         if cid in usable

@@ -191,6 +191,7 @@ class SharpnessParams(BenchmarkParams):
 
 @register(
     id="benchmark.sharpness-predicts-gap",
+    kind="empirical",
     title="Sharpness and PAC-Bayes measures are among the best predictors of the generalization gap",
     statement=(
         "Across a population of trained networks, sharpness-based measures (PAC-Bayes flatness, plain and "
@@ -268,6 +269,7 @@ class AdaptiveParams(BenchmarkParams):
 
 @register(
     id="benchmark.adaptive-sharpness-weak",
+    kind="empirical",
     title="Adaptive sharpness correlates weakly with generalization",
     statement=(
         "Adaptive (scale-invariant) sharpness, worst-case in ℓ∞ and ℓ2 and average-case, has a weak rank "
@@ -358,6 +360,7 @@ class RescalingParams(BenchmarkParams):
 
 @register(
     id="benchmark.rescaling-breaks-rankings",
+    kind="empirical",
     title="A random function-preserving rescaling changes the rankings of non-invariant measures only",
     statement=(
         "After a random function-preserving rescaling of every model (its hidden neurons by independent α_j, or each "
@@ -487,6 +490,7 @@ def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="benchmark.measure-leaderboard",
+    kind="empirical",
     title="Leaderboard: Kendall τ, granulated Ψ and conditional MI of every measure on every population",
     statement=(
         "A complete table, measure × population, of τ with the generalization gap (bootstrap CI), Jiang et al.'s "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -10,7 +10,7 @@ from pydantic import Field
 from scipy.optimize import minimize_scalar
 
 import evaluators as ev
-from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Given, IsTrue, Near, measured, param
 from catalogue.verdicts import worst
@@ -72,6 +72,17 @@ def _slope(alphas: np.ndarray, values: np.ndarray) -> float:
     return float(np.polyfit(np.log(alphas), np.log(values), 1)[0])
 
 
+def _tanh(field: str = "scenario", **more: object) -> Control:
+    """The negative control of the rescaling results: tanh is not positively homogeneous, so T_α
+    changes the function and none of the algebra behind Thms 3–5 applies."""
+    return Control(
+        name="tanh",
+        breaks="tanh instead of ReLU: tanh(αz)/α ≠ tanh(z), so T_α is no symmetry of the net",
+        expect="refuted",
+        changes={field: {"activation": "tanh"}, **more},
+    )
+
+
 # --------------------------------------------------------------------------- 1. function preserved
 class RescalingParams(Spec):
     scenarios: Annotated[tuple[MLPRegressionSpec, ...], Field(min_length=1)] = (
@@ -87,6 +98,7 @@ class RescalingParams(Spec):
 
 @register(
     id="dinh2017.rescaling-preserves-function",
+    kind="identity",
     title="T_α, per-neuron and deep rescalings leave a ReLU net's function unchanged",
     statement=(
         "For ReLU MLPs with or without biases, the layer rescaling T_α, per-neuron rescaling and the deep "
@@ -95,6 +107,7 @@ class RescalingParams(Spec):
     source=_source("§4, Eq. (6) and the deep extension"),
     source_verdict="holds",
     params=RescalingParams,
+    controls=(_tanh("scenarios", digits=None),),
     rule=AllOf(
         AtMost("max_relative_output_change", param("tolerance"), 1e-6, why=_PRESERVED),
         AtMost("max_relative_loss_change", param("tolerance"), 1e-6, why=_PRESERVED),
@@ -187,14 +200,16 @@ def _block_traces(hessian: torch.Tensor, d: torch.Tensor) -> tuple[float, float,
 
 @register(
     id="dinh2017.hessian-block-law",
+    kind="identity",
     title="∇²L(T_α θ) = D_α⁻¹ ∇²L(θ) D_α⁻¹ and Tr = α⁻² Tr H11 + α² Tr H22",
     statement=(
         "Under T_α the Hessian transforms exactly as D_α⁻¹ ∇²L(θ) D_α⁻¹ with D_α = diag(α I, α⁻¹ I), so its trace "
         "is α⁻² Tr H11 + α² Tr H22 (plus the unscaled output-bias block)."
     ),
-    source=_source("§4 (proofs of Thm 3–4); derived in shared/notes/formulas.md"),
+    source=_source("§4 (proofs of Thm 3–4); derived in docs/derivations.md §2"),
     source_verdict="holds",
     params=BlockLawParams,
+    controls=(_tanh("scenarios"),),
     rule=AllOf(
         AtMost("max_rel_err_hessian", param("tolerance"), 1e-5, why=_EXACT.format(refuted="1e-5")),
         AtMost("max_rel_err_trace_formula", param("tolerance"), 1e-5, why=_EXACT.format(refuted="1e-5")),
@@ -305,6 +320,7 @@ def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
 
 @register(
     id="dinh2017.lambda-max-unbounded",
+    kind="construction",
     title="λ1 of the Hessian can be made arbitrarily large by T_α",
     statement=(
         "At a minimum of a one-hidden-layer ReLU net, λ1(∇²L(T_α θ)) grows like α² as α → ∞ and like α⁻² as "
@@ -313,6 +329,7 @@ def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
     source=_source("Theorems 3 and 4"),
     source_verdict="holds",
     params=SweepParams,
+    controls=(_tanh(),),
     rule=Given(
         IsTrue("lanczos_converged_everywhere", why="λ1 is a measured eigenvalue only where Lanczos converged"),
         AllOf(
@@ -397,6 +414,7 @@ class EigenCountParams(Spec):
 
 @register(
     id="dinh2017.multiple-eigenvalues-inflated",
+    kind="construction",
     title="T_α pushes many Hessian eigenvalues above any M, up to a rank bound",
     statement=(
         "For a one-hidden-layer ReLU net at a minimum, the number of Hessian eigenvalues above any fixed M grows "
@@ -405,6 +423,7 @@ class EigenCountParams(Spec):
     source=_source("Theorem 5"),
     source_verdict="holds",
     params=EigenCountParams,
+    controls=(_tanh(),),
     rule=AllOf(
         IsTrue("monotone", why="Thm 5: rescaling the θ2 block up by α² can only add eigenvalues above a fixed M"),
         AtLeast(
@@ -431,9 +450,9 @@ def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Out
     ev22 = torch.linalg.eigvalsh(block22)
     rank_bound = int((ev22 > 1e-10 * ev22.max()).sum())
     counts = []
-    for alpha in p.alphas:
-        d = _scaling_vector(obj, 0, alpha)
-        counts.append(int((torch.linalg.eigvalsh(h / d[:, None] / d[None, :]) > m_level).sum()))
+    for alpha in p.alphas:  # the rescaled net's own Hessian, not the block law applied to h
+        h_alpha = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y).hessian()
+        counts.append(int((torch.linalg.eigvalsh(h_alpha) > m_level).sum()))
     return Outcome(
         evidence={
             "M": m_level,
@@ -465,14 +484,16 @@ def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Out
 # --------------------------------------------------------------------------- 5. trace bounded below
 @register(
     id="dinh2017.trace-bounded-below",
+    kind="identity",
     title="Rescaling makes the trace arbitrarily large, never arbitrarily small",
     statement=(
         "Over T_α the Hessian trace α⁻² Tr H11 + α² Tr H22 (+ the unscaled rest) has the positive infimum "
         "2√(Tr H11 Tr H22) (+ rest), attained at α⁴ = Tr H11 / Tr H22."
     ),
-    source=_source("§4 (consequence of the block law; derived in shared/notes/formulas.md)"),
+    source=_source("§4 (consequence of the block law; derived in docs/derivations.md §2)"),
     source_verdict="holds",
     params=SweepParams,
+    controls=(_tanh(),),
     rule=AllOf(
         AtMost(
             "rel_err_minimum",
@@ -548,10 +569,14 @@ def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
 class EpsParams(SweepParams):
     epsilons: Grid = (1e-3, 5e-4)
     min_variation: PositiveFloat = 100.0
+    measure: Literal["epsilon", "adaptive"] = Field(
+        default="epsilon", description="Keskar's box ε-sharpness, or the T_α-invariant adaptive one (the control)"
+    )
 
 
 @register(
     id="dinh2017.eps-sharpness-not-invariant",
+    kind="construction",
     title="Keskar's ε-sharpness varies by orders of magnitude across equivalent nets",
     statement=(
         "Keskar et al.'s box ε-sharpness (ε = 1e-3, 5e-4) of a ReLU net changes by at least 100× across T_α "
@@ -560,6 +585,14 @@ class EpsParams(SweepParams):
     source=_source("§4 (sharpness definitions), applied to Keskar et al. 2017"),
     source_verdict="holds",
     params=EpsParams,
+    controls=(
+        Control(
+            name="adaptive",
+            breaks="the same check on adaptive sharpness (box scaled by |θ|), which T_α leaves unchanged",
+            expect="refuted",
+            changes={"measure": "adaptive"},
+        ),
+    ),
     rule=AtLeast(
         "min_max_over_min",
         param("min_variation"),
@@ -580,7 +613,8 @@ def eps_sharpness_not_invariant(p: EpsParams, ctx: ClaimContext) -> Outcome:
     for alpha in alphas:
         obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
         for eps in p.epsilons:
-            values[eps].append(ev.epsilon_sharpness(obj, eps).value)
+            sharpness = ev.epsilon_sharpness if p.measure == "epsilon" else ev.adaptive_sharpness
+            values[eps].append(sharpness(obj, eps).value)
     # a lower bound ≤ 0 at some α means the search found no ascent there: no ratio can be certified
     certified = all(min(v) > 0 for v in values.values())
     ratios = {eps: max(v) / min(v) if certified else float("nan") for eps, v in values.items()}
@@ -619,6 +653,8 @@ class SharpGeneralizesParams(Spec):
 
 @register(
     id="dinh2017.sharp-minimum-generalizes",
+    kind="empirical",
+    seeds=5,
     title="A well-generalizing net can be made sharper than a poorly generalizing one",
     statement=(
         "On digits, a net trained on clean labels can be rescaled (same function, same test error) so that its λ1 "
@@ -628,6 +664,15 @@ class SharpGeneralizesParams(Spec):
     source=_source("§5 (sharp minima can generalize)"),
     source_verdict="holds",
     params=SharpGeneralizesParams,
+    controls=(
+        Control(
+            name="swapped-labels",
+            breaks="the 'clean' net is trained on the 50% random labels and the 'noisy' one on clean labels, so "
+            "the net made sharper is the worse one",
+            expect="refuted",
+            changes={"clean": {"label_noise": 0.5}, "noisy": {"label_noise": 0.0}},
+        ),
+    ),
     rule=Given(
         AtMost(
             "train_loss_gap",
@@ -728,10 +773,17 @@ class InputParams(Spec):
     scales: Grid = (0.01, 0.1, 10.0, 100.0)
     train_iterations: PositiveInt = 300
     tolerance: PositiveFloat = 1e-8
+    compensate: bool = Field(default=True, description="θ1 → θ1/c with x → c·x (False: the control, inputs only)")
+
+
+def _scale_inputs(net: torch.nn.Sequential, x: torch.Tensor, c: float, compensate: bool) -> tuple:
+    """x → c·x, with θ1 → θ1/c when ``compensate`` (the reparametrization) and without (its control)."""
+    return symmetries.reparametrize_inputs(net, x, c) if compensate else (net, x * c)
 
 
 @register(
     id="dinh2017.input-reparametrization",
+    kind="identity",
     title="Rescaling the inputs (x → c·x, θ1 → θ1/c) rescales the first-layer curvature by c²",
     statement=(
         "Replacing x by c·x and the first layer's weights by θ1/c keeps every prediction and the test error, "
@@ -740,6 +792,14 @@ class InputParams(Spec):
     source=_source("§5 (reparametrization of the input space)"),
     source_verdict="holds",
     params=InputParams,
+    controls=(
+        Control(
+            name="uncompensated",
+            breaks="x → c·x without θ1 → θ1/c: not a reparametrization, the function changes",
+            expect="refuted",
+            changes={"compensate": False},
+        ),
+    ),
     rule=AllOf(
         AtMost("max_rel_err_first_block_vs_c2", param("tolerance"), why=_EXACT.format(refuted="the tolerance")),
         AtMost("max_test_error_change", 0, why="the reparametrized net computes the same function"),
@@ -768,12 +828,12 @@ def input_reparametrization(p: InputParams, ctx: ClaimContext) -> Outcome:
     block_errs, err_changes, rows = [], [], []
     lams = []
     for c in p.scales:
-        moved, x_c = symmetries.reparametrize_inputs(net, data.x, c)
+        moved, x_c = _scale_inputs(net, data.x, c, p.compensate)
         obj_c = Objective(moved, x_c, data.y)
         err = _rel(obj_c.hessian()[w1, w1], c**2 * h11)
         lam_c = ev.hessian_top_eigenvalue(obj_c, rtol=1e-12, seed=seed).value
         lams.append(lam_c)
-        d_moved, dx = symmetries.reparametrize_inputs(digits.model, digits.data.x_test, c)
+        d_moved, dx = _scale_inputs(digits.model, digits.data.x_test, c, p.compensate)
         with torch.no_grad():
             err_change = abs(test_err(d_moved, dx) - base_err)
         block_errs.append(err)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from pydantic import Field, model_validator
 
-from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.measures import INVARIANCE, PANEL, panel_for
 from catalogue.registry import register
 from catalogue.verdicts import combine, worst
@@ -75,6 +75,7 @@ def _classify(expected: bool | None, change: float, within_error: bool, p: Invar
 
 @register(
     id="invariance.measure-symmetry-matrix",
+    kind="identity",
     title="Which flatness measures are invariant to the network's symmetries",
     statement=(
         "Adaptive sharpness with scale |θ|, the Fisher–Rao norm and relative flatness are unchanged by "
@@ -88,6 +89,15 @@ def _classify(expected: bool | None, change: float, within_error: bool, p: Invar
     ),
     source_verdict="holds",
     params=InvarianceAuditParams,
+    controls=(
+        Control(
+            name="tanh",
+            breaks="tanh nets: rescalings, permutations aside, are no symmetries of them, so the measures declared "
+            "invariant must change",
+            expect="refuted",
+            changes={"scenario": {"activation": "tanh"}, "homogeneous_scenario": {"activation": "tanh"}},
+        ),
+    ),
     quick={"alphas": (0.01, 100.0), "train_iterations": 150},
     full={"alphas": tuple(float(a) for a in np.logspace(-2, 2, 9) if abs(a - 1) > 1e-9)},
 )

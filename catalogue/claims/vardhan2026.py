@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from torch import nn
 
 import evaluators as ev
-from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.registry import register
 from catalogue.verdicts import combine, tolerance_verdict, worst
 from constructions.multi_index import (
@@ -67,18 +67,31 @@ class LemmaParams(Spec):
     m: PositiveInt = 8
     instances: PositiveInt = 2
     tolerance: PositiveFloat = 1e-6
+    residual: NonNegativeFloat = Field(
+        default=0.0, description="outer weights moved off the interpolator by this much (0; the control's > 0)"
+    )
 
 
 @register(
     id="vardhan2026.flatness-is-weighted-lp",
+    kind="identity",
     title="The orbit-minimal trace Υ of an interpolator is a weighted ℓp norm of u_j = a_j‖θ_j‖^c",
     statement=(
         "At an interpolator of a two-layer ReLU^c net, the minimum of Tr ∇²F_S over per-neuron rescalings equals "
         "(2/n)(1+c)c^{−c/(c+1)} Σ_j |a_j‖θ_j‖^c|^p A_j^{1/(c+1)} B_j^{c/(c+1)} with p = 2c/(c+1)."
     ),
-    source=_source("Lemma 1 (constants as derived in shared/notes/formulas.md)"),
+    source=_source("Lemma 1 (constants as derived in docs/derivations.md §5)"),
     source_verdict="holds",
     params=LemmaParams,
+    controls=(
+        Control(
+            name="off-interpolation",
+            breaks="outer weights moved by 0.1·N(0, 1) off the interpolator: for c ≥ 2 the residual term "
+            "(2/n) Σ r_i Tr ∇²f(x_i) joins the trace, and Lemma 1 is a statement at interpolators",
+            expect="refuted",
+            changes={"residual": 0.1},
+        ),
+    ),
     quick={"powers": (1, 2), "instances": 1},
     full={"n": 8, "d": 4, "m": 12, "instances": 3},
 )
@@ -90,6 +103,7 @@ def flatness_is_weighted_lp(p: LemmaParams, ctx: ClaimContext) -> Outcome:
             x, theta, y = rng.standard_normal((p.n, p.d)), rng.standard_normal((p.m, p.d)), rng.standard_normal(p.n)
             features, _, _ = homogeneous_features(theta, x, c)
             u = np.linalg.lstsq(features, y, rcond=None)[0]  # exact interpolator on these directions
+            u = u + p.residual * rng.standard_normal(p.m) if p.residual else u
             a = u / np.linalg.norm(theta, axis=1) ** c
             closed = ev.symmetry_minimized_trace(a, theta, x, c)
 
@@ -132,10 +146,22 @@ class BadParams(Spec):
     rho_variant: Probability = 0.5
     bootstrap: PositiveInt = 2000
     slope_tolerance: PositiveFloat = Field(
-        default=0.1,
-        description="the theorem holds up to constants and log factors; a log n factor alone moves a slope "
-        "fitted over n ∈ [32, 512] by ≈ 1/ln n ≈ 0.2",
+        default=0.05,
+        description="the slope CI may fall short of c/(c+1) by this much and still hold. 0.05 as first fixed; it "
+        "was widened to 0.1 in the change that turned c = 2 from inconclusive to holds, and is restored (#15). "
+        "The theorem holds up to constants and log factors, and a log n factor alone moves a slope fitted over "
+        "n ∈ [32, 512] by ≈ 1/ln n ≈ 0.2: no fixed tolerance absorbs an unknown log power, which is why a CI "
+        "that straddles the cut is reported as inconclusive",
     )
+
+
+ALIGNED = Control(
+    name="aligned",
+    breaks="the 'bad' directions drawn with misalignment ρ* = 1, i.e. aligned with the teacher: good interpolators, "
+    "which the flattest need not beat",
+    expect="refuted",
+    changes={"rho": 1.0},
+)
 
 
 def _ratios(p: BadParams, ctx: ClaimContext, c: int, rho: float) -> tuple[np.ndarray, np.ndarray, list[float]]:
@@ -177,6 +203,7 @@ def _slope_ci(sizes, ratios: np.ndarray, rng: np.random.Generator, resamples: in
 
 @register(
     id="vardhan2026.bad-not-flattest",
+    kind="empirical",
     title="Bad interpolators are at least n^{c/(c+1)} times sharper than the flattest, even after symmetry",
     statement=(
         "For ReLU^c nets on single-index data, the orbit-minimal trace of a bad interpolator (Def. 2) divided by the "
@@ -185,9 +212,16 @@ def _slope_ci(sizes, ratios: np.ndarray, rng: np.random.Generator, resamples: in
     source=_source("Theorems 1 and 2"),
     source_verdict="holds",
     params=BadParams,
+    controls=(ALIGNED,),
     # quick: c = 1 only: with heavy-tailed ReLU² labels the c = 2 slope needs n up to 512 (full) to resolve
     quick={"sizes": (32, 64, 128, 256), "seeds": 8, "bootstrap": 500, "powers": (1,)},
-    full={"seeds": 4},
+    expected_failure=(
+        "with the tolerance restored to 0.05 (#15) the seed-bootstrap slope CIs straddle the cut c/(c+1) − 0.05: "
+        "full mode (5 seeds) c = 1 slope 0.504 CI [0.437, 0.564] against 0.45, c = 2 slope 0.622 CI [0.569, 0.676] "
+        "against 0.617; quick mode (8 seeds, n ≤ 256) c = 1 slope 0.460 CI [0.392, 0.528]. The point slopes sit at "
+        "the theorem's rates, but five to eight draws do not resolve them to ±0.05"
+    ),
+    full={"seeds": 5},  # ≥ 5 independent data draws in full mode (#15)
 )
 def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
     rng = ctx.rng("bootstrap")
@@ -294,6 +328,7 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="vardhan2026.symmetry-cannot-flatten-bad",
+    kind="empirical",
     title="Even at their orbit minimum, bad interpolators stay sharper than the flattest, increasingly with n",
     statement=(
         "Rescaling symmetry cannot make a bad interpolator as flat as the flattest one: Υ(bad)/Υ* > 1 at every n and "
@@ -302,8 +337,9 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
     source=_source("Theorem 2 and the discussion after it"),
     source_verdict="holds",
     params=BadParams,
+    controls=(ALIGNED,),
     quick={"sizes": (32, 64, 128, 256), "seeds": 8, "bootstrap": 500},
-    full={"seeds": 4},
+    full={"seeds": 5},  # ≥ 5 independent data draws in full mode (#15)
 )
 def symmetry_cannot_flatten_bad(p: BadParams, ctx: ClaimContext) -> Outcome:
     rng = ctx.rng("bootstrap")
@@ -342,6 +378,7 @@ class CertificateParams(Spec):
 
 @register(
     id="vardhan2026.duality-certificate",
+    kind="identity",
     title="Every flattest-interpolator value the catalogue reports is certified by convex duality",
     statement=(
         "For min Σ κ_j |a_j|^p s.t. U a = y with 1 ≤ p ≤ 2, the dual certificate closes the gap to ≤ 1e-6 relative, "
@@ -439,6 +476,7 @@ class GeneralizeParams(_DictionaryParams):
 
 @register(
     id="vardhan2026.flattest-generalize",
+    kind="empirical",
     title="Flattest interpolators of low-noise sums of single-index models generalize better with n; bad ones do not",
     statement=(
         "For y = (1/m*) Σ_k relu(θ*_kᵀx) + low noise, the flattest interpolator (over Θ* and 2n random directions) "
@@ -448,6 +486,14 @@ class GeneralizeParams(_DictionaryParams):
     source=_source("Theorems 3–4"),
     source_verdict="holds",
     params=GeneralizeParams,
+    controls=(
+        Control(
+            name="high-noise",
+            breaks="label noise 1.0, ten times the theorem's low-noise regime: an interpolator must fit the noise",
+            expect="refuted",
+            changes={"noise": 1.0},
+        ),
+    ),
     quick={"sizes": (32, 64, 128, 256), "pop_samples": 5000, "bootstrap": 500},
     full={},
 )
@@ -552,6 +598,7 @@ class NoiseParams(_DictionaryParams):
 
 @register(
     id="vardhan2026.high-noise-limit",
+    kind="empirical",
     title="With large label noise the separation between bad and flattest interpolators shrinks",
     statement=(
         "As the label noise grows, Υ(bad)/Υ(flattest) falls towards 1 (paired over the same inputs and directions, "
@@ -560,8 +607,16 @@ class NoiseParams(_DictionaryParams):
     source=_source("§7 (limitations: high label noise)"),
     source_verdict="holds",
     params=NoiseParams,
+    controls=(
+        Control(
+            name="no-noise",
+            breaks="the noise grid (0, 0): the label noise never grows, so the ratio has nothing to fall with",
+            expect="inconclusive",
+            changes={"noises": (0.0, 0.0)},
+        ),
+    ),
     quick={"n": 64, "seeds": 3, "pop_samples": 5000, "bootstrap": 500},
-    full={},
+    full={"seeds": 5},
 )
 def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
     d = max(2, round(p.d_over_n * p.n))

@@ -1,6 +1,6 @@
 """Wen, Li, Ma 2023 §6: 1-SAM and GD+WD on the XOR nets, Table 1's right column and the seed review.
 
-Hyperparameters follow Table 2 (../shared/notes/formulas.md); what the paper leaves open is stated
+Hyperparameters follow the paper's Table 2; what the paper leaves open is stated
 in ``TrainConfig``. Each training configuration is seeded from its own spec hash, so claims that
 share a configuration share its runs (cached in-process) and see the same numbers.
 """
@@ -353,6 +353,7 @@ SIMBN_QUICK = {
 
 @register(
     id="wen2023.sam-nobias-generalizes",
+    kind="empirical",
     title="1-SAM on the no-bias two-layer ReLU net interpolates XOR and generalizes",
     statement=(
         "1-SAM (η = 0.01, ρ = 0.05; the paper runs 10⁵ epochs) on 2-MLP-No-Bias reaches zero training loss with "
@@ -393,6 +394,7 @@ class BaselineParams(Spec):
 
 @register(
     id="wen2023.gdwd-baselines",
+    kind="empirical",
     title="Full-batch GD+WD generalizes on XOR for the no-bias and the bias net",
     statement=(
         "GD with weight decay (η = 0.01, λ = 0.05) on 2-MLP-No-Bias and 2-MLP-Bias interpolates XOR with near-zero "
@@ -416,6 +418,7 @@ def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="wen2023.sam-bias-fails",
+    kind="empirical",
     title="On the bias net 1-SAM ends flatter than GD+WD but generalizes worse",
     statement=(
         "1-SAM (η = 0.01, ρ = 0.05 then 0.1; the paper: 2·10⁵ then 4·10⁵ epochs) on 2-MLP-Bias reaches a smaller "
@@ -487,6 +490,7 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="wen2023.sam-simln-generalizes",
+    kind="empirical",
     title="1-SAM on the Sim-LN net generalizes although a flattest Sim-LN interpolator memorizes",
     statement=(
         "1-SAM (η = 0.1, ρ = 0.1, first layer init ÷100; the paper runs 10⁵ epochs) on 2-MLP-Sim-LN interpolates "
@@ -512,6 +516,7 @@ def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="wen2023.sam-simbn-generalizes",
+    kind="empirical",
     title="1-SAM on the Sim-BN net generalizes and aligns its neurons with x[1], x[2]",
     statement=(
         "1-SAM on 2-MLP-Sim-BN with Table 2's schedule (η 0.005, ρ 0.1 for 10⁵ epochs, then η 0.003, ρ 1 for 10⁵) "
@@ -537,6 +542,7 @@ def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
 
 @register(
     id="wen2023.simbn-infimum",
+    kind="empirical",
     title="Sim-BN: Tr ∇²L stays above 4 and falls as ‖W1‖ grows; the neurons that matter align with x[1], x[2]",
     statement=(
         "Along 1-SAM on 2-MLP-Sim-BN, near interpolation Tr ∇²L > 4, it decreases while ‖(W1, b1)‖ grows, and the "
@@ -612,6 +618,7 @@ class RateParams(Spec):
 
 @register(
     id="wen2023.nobias-flattest-generalize",
+    kind="empirical",
     title="No-bias net: 1-SAM's flat interpolators generalize better as n grows (rate against d/n)",
     statement=(
         "For 2-MLP-No-Bias on XOR, interpolators found by 1-SAM have small test error at the largest n, and their "
@@ -720,6 +727,7 @@ def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int 
 
 @register(
     id="wen2023.review-summary-discrepancy",
+    kind="empirical",
     title="The seed review swaps the bias and Sim-LN regimes of Table 1",
     statement=(
         "As the first review in the seed summarizes: 2-MLP-Bias is in regime (2) (non-generalizing flattest models "

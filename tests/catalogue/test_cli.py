@@ -1,5 +1,6 @@
 """The command line: verbs, exit codes, and one-line errors for bad input."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -192,3 +193,92 @@ def test_paper_budget_plans_the_sources_schedule_and_refuses_claims_without_one(
     _assert_one_line_error(code, err, "has no paper budget")
     code, _, err = run_cli(capsys, "run", CLAIM, "--budget", "paper", "--quick")
     assert code == 2
+
+
+DEEP_PARAMS = json.dumps({"claim": CLAIM, "params": {"scenario": "X"}}).replace('"X"', "[" * 200_000)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "named"),
+    [
+        ("deep.json", "[" * 200_000, "not valid json"),
+        ("deep.toml", "x = " + "[" * 5_000, "not valid toml"),
+        ("deep-params.json", DEEP_PARAMS, "not valid"),
+    ],
+)
+def test_deeply_nested_spec_files_are_one_line_errors(tmp_path, capsys, name, content, named):
+    path = tmp_path / name
+    path.write_text(content)
+    code, _, err = run_cli(capsys, "run", "--spec", str(path), "--out", str(tmp_path / "r"))
+    _assert_one_line_error(code, err, named)
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"claim": CLAIM, "params": {"steps": "3"}}, "params.steps"),
+        ({"claim": CLAIM, "params": {"normalized": "yes"}}, "params.normalized"),
+        ({"claim": CLAIM, "params": {"steps": True}}, "params.steps"),
+        ({"claim": CLAIM, "seed": "1"}, "seed"),
+        ({"claim": CLAIM, "params": {"scenario": {"n": 3.0}}}, "params.scenario.n"),
+    ],
+)
+def test_spec_files_are_read_with_strict_types(tmp_path, capsys, spec, named):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    code, _, err = run_cli(capsys, "run", "--spec", str(path), "--out", str(tmp_path / "r"))
+    _assert_one_line_error(code, err, named)
+    good = tmp_path / "good.toml"  # arrays still read as tuples, integers as floats
+    good.write_text(f'claim = "{CLAIM}"\n[params]\nlr = 1\nsteps = 2\n[params.scenario]\nn = 6\nd = 8\n')
+    code, _, err = run_cli(capsys, "run", "--spec", str(good), "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=json_values | st.builds(lambda p: {"claim": CLAIM, "params": p}, json_values))
+def test_fuzzed_spec_files_exit_2_with_one_line(tmp_path, capsys, document):
+    if isinstance(document, dict) and document.get("params") in ({}, None) and document.get("claim") == CLAIM:
+        return  # a valid spec (the claim with its defaults) would run
+    path = tmp_path / "fuzz.json"
+    path.write_text(json.dumps(document))
+    code, out, err = run_cli(capsys, "run", "--spec", str(path), "--out", str(tmp_path / "r"))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_unwritable_out_fails_before_any_claim_runs(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = run_cli(capsys, "run", CLAIM, "--quick", "--out", str(blocker / "records"))
+    _assert_one_line_error(code, err, "--out")
+    assert "run," not in out  # no claim ran
+
+
+def test_version_json_and_strict(tmp_path, capsys, monkeypatch):
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.startswith("catalogue ")
+    code, out, _ = run_cli(capsys, "list", "--json", "--family", "lyu2022")
+    listed = json.loads(out)
+    assert code == 0 and {c["id"] for c in listed} == {c.id for c in registry.all_claims("lyu2022")}
+    assert all(c["kind"] and c["controls"] for c in listed)
+    code, out, _ = run_cli(capsys, "show", CLAIM, "--json", "--results", str(tmp_path))
+    assert code == 0 and json.loads(out)["id"] == CLAIM
+    # --strict: a verdict that disagrees with its source without a recorded reason exits 1
+    claim = registry.get(CLAIM)
+    broken = dataclasses.replace(
+        claim,
+        check=lambda p, ctx: claim.check(p, ctx).model_copy(
+            update={"evidence": {"max_rel_err_direction": 1.0, "max_rel_err_norm_recursion": 0.0}}
+        ),
+    )
+    monkeypatch.setitem(registry._CLAIMS, CLAIM, broken)
+    argv = ("run", CLAIM, "--quick", "--out", str(tmp_path / "s"), "--no-progress")
+    assert run_cli(capsys, *argv)[0] == 0
+    code, _, err = run_cli(capsys, *argv, "--strict")
+    assert code == 1 and "no reason is recorded" in err

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from catalogue.rules import lookup
+from catalogue.verdicts import across_seeds
+
 RECORDS = Path(__file__).resolve().parents[2] / "report" / "records"
 TABLES = sorted((RECORDS / "benchmark").glob("*.csv")) if RECORDS.is_dir() else []
 FILES = sorted(RECORDS.glob("*.json")) if RECORDS.is_dir() else []
@@ -84,5 +87,39 @@ def test_a_ruled_verdict_follows_from_its_own_evidence(path):
     claim = registry.get(record.claim_id)
     assert claim.rule is not None, f"{record.claim_id} has checks but declares no rule"
     decision = claim.rule.decide(record.evidence, claim.params.model_validate(record.spec))
-    assert decision.verdict == record.verdict
+    # a pooled record's evidence and checks are its first seed's; its verdict pools every seed's
+    assert decision.verdict == (record.seeds[0].verdict if record.seeds else record.verdict)
     assert [c.model_dump(mode="json") for c in decision.checks] == [c.model_dump(mode="json") for c in record.checks]
+    if record.seeds:
+        assert record.verdict == across_seeds(r.verdict for r in record.seeds)
+        assert record.seeds[0].values == {path: lookup(record.evidence, path) for path in claim.rule.reads()}
+        for run in record.seeds:  # each seed's verdict follows from its stored values under the same rule
+            assert (
+                claim.rule.decide(_nested(run.values), claim.params.model_validate(record.spec)).verdict == run.verdict
+            )
+
+
+def _nested(values: dict) -> dict:
+    """``{"a.b": 1}`` → ``{"a": {"b": 1}}``: a seed's checked values as evidence the rule can read."""
+    out: dict = {}
+    for key, value in values.items():
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+ROOT = RECORDS.parents[1]
+
+
+@pytest.mark.skipif(not FILES or not (ROOT / "REPORT.md").is_file(), reason="no committed records or report")
+def test_report_md_is_what_the_committed_records_give(tmp_path, capsys):
+    """`catalogue report --results report/records` rewrites REPORT.md byte for byte: the report holds
+    nothing the committed records do not (figures are redrawn into tmp_path)."""
+    from catalogue.cli import main
+
+    assert main(["report", "--results", str(RECORDS), "--out", str(tmp_path / "REPORT.md")]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "REPORT.md").read_text() == (ROOT / "REPORT.md").read_text()

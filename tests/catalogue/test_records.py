@@ -113,8 +113,18 @@ def stale(r):
     return f"{FAST[0]}.json"
 
 
+def params_grew(r):
+    """A record written before the claim's parameters gained a field (``normalized``, default True)."""
+    data = _data(r)
+    del data["spec"]["normalized"]
+    data["spec_hash"] = seeding.spec_hash({"claim": FAST[0], "params": data["spec"]})
+    _write(r / f"{FAST[0]}.json", data)
+    return f"{FAST[0]}.json"
+
+
 CASES = {
     "truncated": (truncated, "invalid", "not valid JSON"),
+    "params-grew": (params_grew, "stale", "parameters changed"),
     "garbage": (garbage, "invalid", "not UTF-8"),
     "empty": (empty, "invalid", "empty file"),
     "not-a-record": (not_a_record, "invalid", "not a record"),
@@ -256,7 +266,7 @@ def test_a_paper_record_sits_beside_the_full_one_and_is_reported(records, tmp_pa
     out = tmp_path / "REPORT.md"
     assert run_cli(capsys, "report", "--results", str(records), "--out", str(out))[0] == 0
     text = out.read_text()
-    assert "#### At the paper's budget" in text and "at the paper's budget" in text
+    assert "#### At the paper's budget" in text and "| paper budget" in text
     code, listing, _ = run_cli(capsys, "list", "--results", str(records))
     assert "(paper)" in listing
 

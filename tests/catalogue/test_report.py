@@ -1,6 +1,6 @@
 from catalogue import registry, runner, store
 from catalogue.claim import Figure, Series
-from catalogue.report import flat_items, write_report
+from catalogue.report import flat_items, render_report, write_report
 
 
 def test_report_from_results_dir(tmp_path):
@@ -39,3 +39,29 @@ def test_report_from_results_dir(tmp_path):
 def test_nested_evidence_is_flattened_with_dotted_keys():
     evidence = {"sam": {"trace": 2.0, "per_run": [1, 2]}, "flatter": True}
     assert flat_items(evidence) == [("sam.trace", 2.0), ("sam.per_run", [1, 2]), ("flatter", True)]
+
+
+def test_report_opens_with_findings_contents_and_a_compact_summary(tmp_path):
+    claims = [registry.get("wen2023.eq5-radius-erratum"), registry.get("wen2023.bias-min-trace-bound")]
+    runner.run_jobs(runner.plan_jobs(claims, "quick", 0, controls=True), tmp_path / "r")
+    scanned = store.scan(tmp_path / "r")
+    text = render_report(scanned.records, tmp_path / "REPORT.md", controls=scanned.control_records)
+    head = text[: text.index("## Summary")]
+    assert head.index("## Findings") < head.index("## Contents")
+    # the one disagreement, linked to its section, with its measured reason
+    finding = next(line for line in head.splitlines() if line.startswith("- [eq5-radius-erratum]"))
+    assert "(#eq5-radius-erratum)" in finding and "we measure **refuted**" in finding and "typo in Eq. 5" in finding
+    assert '<a id="eq5-radius-erratum"></a>' in text and "- [Summary](#summary)" in head
+    summary = text[text.index("## Summary") :].split("\n\n")[1].splitlines()
+    assert all(len(row) <= 160 for row in summary), max(summary, key=len)
+    assert any("| max_rel_err = " in row for row in summary)  # the rule's first quantity is the headline
+    assert "[eq5-radius-erratum]: #eq5-radius-erratum" in text
+
+
+def test_long_tables_fold_and_figures_keep_their_log_labels(tmp_path):
+    from catalogue.report import _table
+
+    short, long = [[i, i] for i in range(3)], [[i, i] for i in range(30)]
+    assert "<details>" not in "\n".join(_table("t", short, ["a", "b"]))
+    folded = "\n".join(_table("t", long, ["a", "b"]))
+    assert folded.startswith("<details><summary>t (30 rows)</summary>") and folded.rstrip().endswith("</details>")

@@ -9,7 +9,19 @@ from pydantic import BaseModel
 
 from catalogue import registry, runner
 from catalogue.claim import Outcome
-from catalogue.rules import AllOf, AtLeast, AtMost, Between, Given, IsTrue, Near, lookup, measured, param
+from catalogue.rules import (
+    AllOf,
+    AtLeast,
+    AtMost,
+    Between,
+    Counterexample,
+    Given,
+    IsTrue,
+    Near,
+    lookup,
+    measured,
+    param,
+)
 
 WHY = "a stated reason"
 
@@ -114,6 +126,29 @@ def test_given_decides_nothing_when_its_precondition_fails(converged, slope, exp
     assert [c.role for c in decision.checks] == ["requires", "test"]
     assert rule.describe() == "given converged is true: |slope − 2| ≤ 0.1"
     assert Near("slope", -2, 0.1, why=WHY).describe() == "|slope + 2| ≤ 0.1"
+
+
+@pytest.mark.parametrize(
+    ("flattest", "error", "expected"),
+    [(True, 0.9, "refuted"), (True, 0.1, "inconclusive"), (False, 0.9, "inconclusive"), (None, 0.9, "inconclusive")],
+)
+def test_a_counterexample_refutes_and_its_absence_proves_nothing(flattest, error, expected):
+    rule = Counterexample(AllOf(IsTrue("flattest", why=WHY), AtLeast("error", 0.5, why=WHY)), why=WHY)
+    decision = rule.decide({"flattest": flattest, "error": error})
+    assert decision.verdict == expected
+    assert [c.role for c in decision.checks] == ["witness", "witness"]
+    assert rule.describe() == "refuted by a counterexample: flattest is true and error ≥ 0.5"
+    with pytest.raises(ValueError, match="why"):
+        Counterexample(IsTrue("flattest", why=WHY), why="")
+
+
+def test_a_rule_names_every_evidence_path_it_reads():
+    rule = Given(
+        IsTrue("converged", why=WHY),
+        AllOf(AtMost("a", measured("b"), why=WHY), Near("c", measured("d"), param("tol"), why=WHY)),
+    )
+    assert rule.reads() == ["converged", "a", "b", "c", "d"]
+    assert Counterexample(Between("x", 0, measured("y"), why=WHY), why=WHY).reads() == ["x", "y"]
 
 
 def test_nested_paths():

@@ -115,6 +115,7 @@ def test_expected_failure_is_recorded_only_in_its_modes(tmp_path, monkeypatch):
             id="lyu2022.bad-modes",
             title="t",
             statement="s.",
+            kind="identity",
             source=base.source,
             source_verdict="holds",
             params=base.params,
@@ -123,3 +124,28 @@ def test_expected_failure_is_recorded_only_in_its_modes(tmp_path, monkeypatch):
             expected_failure="x",
             expected_failure_modes=("fast",),
         )(lambda p, ctx: None)
+
+
+def test_a_killed_worker_is_that_claims_error_and_the_others_are_stored(tmp_path, monkeypatch):
+    from tests.catalogue import faults
+
+    monkeypatch.setattr(runner, "run_job", faults.run_or_die)
+    ids = [faults.KILLED, "lyu2022.scale-invariance-identities", "dinh2017.multiple-eigenvalues-inflated"]
+    records = runner.run_jobs(_jobs(ids), tmp_path, n_jobs=2)
+    by_id = {r.claim_id: r for r in records}
+    assert sorted(by_id) == sorted(ids)
+    assert by_id[faults.KILLED].verdict == "error" and "worker killed" in by_id[faults.KILLED].error
+    assert all(by_id[i].verdict == "holds" for i in ids[1:])
+    assert sorted(p.stem for p in tmp_path.glob("*.json")) == sorted(ids)
+
+
+def test_a_claim_that_calls_sys_exit_is_an_error_record(tmp_path, monkeypatch):
+    claim = registry.get(FAST[0])
+
+    def exits(params, ctx):
+        raise SystemExit(3)
+
+    monkeypatch.setitem(registry._CLAIMS, claim.id, dataclasses.replace(claim, check=exits))
+    records = runner.run_jobs(_jobs(FAST), tmp_path)
+    assert [r.verdict for r in records] == ["error", "holds"]
+    assert records[0].error.startswith("SystemExit: 3")
