@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from catalogue import registry
 from catalogue.atomic import atomic_write_text
-from catalogue.claim import FAMILIES, KINDS, Figure
+from catalogue.claim import FAMILIES, KINDS, Control, Figure
 from catalogue.record import Record
 from catalogue.store import record_name
 
@@ -173,12 +173,21 @@ def _claim_section(
 CONTROL_HEADERS = ["control", "what it breaks", "should be", "measured", "differs from the claim"]
 
 
+def _control_runs(record: Record, controls: Controls) -> list[tuple[Control, Record | None]]:
+    """Each declared control of ``record``'s claim with its record of the same mode and seed (None: not run)."""
+    runs = []
+    for control in registry.get(record.claim_id).controls:
+        found = controls.get((record.claim_id, control.name))
+        same_run = found is not None and (found.mode, found.seed) == (record.mode, record.seed)
+        runs.append((control, found if same_run else None))
+    return runs
+
+
 def control_rows(record: Record, controls: Controls) -> list[list[str]]:
     """One row per declared negative control of ``record``'s claim: its verdict beside the claim's."""
     rows = []
-    for control in registry.get(record.claim_id).controls:
-        found = controls.get((record.claim_id, control.name))
-        if found is None or found.mode != record.mode or found.seed != record.seed:
+    for control, found in _control_runs(record, controls):
+        if found is None:
             measured, differs = "not run", "—"
         else:
             measured = VERDICT_MARK[found.verdict] + ("" if found.agrees else " (**not as expected**)")
@@ -199,13 +208,17 @@ def _controls_section(record: Record, controls: Controls) -> list[str]:
 
 
 def control_summary(record: Record, controls: Controls) -> str:
-    """``2/2`` (controls whose verdict differs from the claim's, of those declared), or ``none``."""
-    rows = control_rows(record, controls)
-    if not rows:
+    """``2/2 turn`` (controls whose verdict differs from the claim's, of those declared), ``not run``, or ``none``."""
+    runs = _control_runs(record, controls)
+    if not runs:
         return "none"
-    if all(r[3] == "not run" for r in rows):
+    if all(found is None for _, found in runs):
         return "not run"
-    return f"{sum(r[4] == 'yes' for r in rows)}/{len(rows)} turn"
+    return f"{_turned(record, runs)}/{len(runs)} turn"
+
+
+def _turned(record: Record, runs: list[tuple[Control, Record | None]]) -> int:
+    return sum(found is not None and found.verdict != record.verdict for _, found in runs)
 
 
 def kind_counts(records: list[Record]) -> str:
@@ -448,8 +461,9 @@ def _findings(records: list[Record], paper: dict[str, Record], controls: Control
                 f"- {_link(r.claim_id)} at the paper's budget: the source says **{p.source_verdict}**, we measure "
                 f"**{p.verdict}**. {_cut(p.expected_failure or headline(p), 300)}"
             )
+    shown = {r.claim_id for r in records}
     for (claim_id, name), c in sorted(controls.items()):
-        if not c.agrees and claim_id in {r.claim_id for r in records}:
+        if not c.agrees and claim_id in shown:
             expect = registry.get(claim_id).control(name).expect
             lines.append(
                 f"- {_link(claim_id)}, control `{name}`: should be **{expect}**, measured **{c.verdict}** "
@@ -459,9 +473,9 @@ def _findings(records: list[Record], paper: dict[str, Record], controls: Control
 
 
 def _controls_header(records: list[Record], controls: Controls) -> str:
-    summaries = [control_summary(r, controls) for r in records]
-    declared = sum(s != "none" for s in summaries)
-    turned = sum(s.endswith("turn") and not s.startswith("0/") for s in summaries)
+    runs = {r.claim_id: _control_runs(r, controls) for r in records}
+    declared = sum(bool(runs[r.claim_id]) for r in records)
+    turned = sum(_turned(r, runs[r.claim_id]) > 0 for r in records)
     empirical = [r for r in records if r.kind == "empirical"]
     pooled = sum(len(r.seeds) >= 5 for r in empirical)
     return (
