@@ -270,6 +270,8 @@ def _seed_text(record: Record) -> str:
 
 
 LONG_TABLE = 12
+# The measure leaderboard is a table, not a claim: the record that carries it, and the table's name.
+LEADERBOARD = ("benchmark.sharpness-predicts-gap", "leaderboard")
 
 
 def _table(name: str, rows: list[list[Any]], headers: list[str], named: bool = False) -> list[str]:
@@ -293,8 +295,8 @@ def headline(record: Record) -> str:
     """The number a reader looks at first: the declared rule's first quantity, else the first scalar evidence."""
     if record.error:
         return "error"
-    if record.checks:
-        check = record.checks[0]
+    if record.checks:  # the first tested quantity, not a precondition ("no run diverged")
+        check = next((c for c in record.checks if c.role != "requires"), record.checks[0])
         return f"{check.quantity} = {format_value(check.value)}"
     items = [(k, v) for k, v in flat_items(record.evidence) if not isinstance(v, list)]
     return f"{items[0][0]} = {format_value(items[0][1])}" if items else "—"
@@ -385,6 +387,7 @@ def render_report(
         "",
         "- [Summary](#summary)",
         *(f"- [{FAMILY_TITLES.get(f, f)}](#{_family_anchor(f)})" for f in families),
+        *(["- [Measure leaderboard](#measure-leaderboard)"] if _leaderboard(records) else []),
         "- [Provenance](#provenance)",
         "",
         "## Summary",
@@ -418,6 +421,7 @@ def render_report(
         for r in ordered:
             if r.family == family:
                 lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id), controls)
+    lines += _leaderboard_section(records)
     lines += ["## Provenance", ""]
     versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
     for v in versions:
@@ -438,6 +442,31 @@ def render_report(
         "",
     ]
     return "\n".join(lines)
+
+
+def _leaderboard(records: dict[str, Record]):
+    """The leaderboard table of the record that carries it, or None."""
+    claim_id, name = LEADERBOARD
+    record = records.get(claim_id)
+    return None if record is None else next((t for t in record.tables if t.name == name), None)
+
+
+def _leaderboard_section(records: dict[str, Record]) -> list[str]:
+    """Every measure on every population, unfolded: the table the benchmark claims are drawn from."""
+    table = _leaderboard(records)
+    if table is None:
+        return []
+    rows = [[format_value(c) for c in row] for row in table.rows]
+    return [
+        "## Measure leaderboard",
+        "",
+        "Kendall τ with the generalization gap (95% bootstrap CI), granulated Ψ and conditional MI of every measure "
+        f"on every population, from {_link(LEADERBOARD[0])} (its section has the definitions, the scatter plots and "
+        "the per-model tables). A table, not a claim: it cannot be refuted.",
+        "",
+        tabulate(rows, headers=table.headers, tablefmt="github"),
+        "",
+    ]
 
 
 def _family_anchor(family: str) -> str:

@@ -5,7 +5,7 @@ ReLU nets on P_xor (with and without bias), and bias-free two-layer ReLU nets on
 Every model is trained to its stopping criterion (the ones that do not reach it are recorded and
 left out), measured with the whole panel as trained and after two random rescalings, and
 scored by Kendall τ (bootstrap CI), Jiang et al.'s granulated Ψ (bootstrap CI over groups) and the
-PGDL conditional mutual information (``catalogue.scoring``). The four claims share one set of
+PGDL conditional mutual information (``catalogue.scoring``). The three claims share one set of
 populations: each model is trained once and cached by its spec (``catalogue.benchmark``).
 """
 
@@ -29,7 +29,7 @@ from catalogue.benchmark import (
     population_table,
     rescaled_tau,
 )
-from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source, Table
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source, Table
 from catalogue.measures import INVARIANCE
 from catalogue.registry import register
 from catalogue.scoring import grid_completeness
@@ -109,6 +109,17 @@ class BenchmarkParams(Spec):
     rescale_max: float = Field(default=10.0, gt=1, allow_inf_nan=False, description="rescaling factors α ∈ [1/A, A]")
     resamples: PositiveInt = Field(default=1000, description="bootstrap resamples for the CIs")
     min_models: PositiveInt = Field(default=12, description="fewest included models a population is scored on")
+    oracle_measure: str | None = Field(
+        default=None,
+        description="a control: this measure's values replaced by each model's generalization gap (a perfect "
+        "predictor planted in the panel)",
+    )
+
+    @model_validator(mode="after")
+    def _known_oracle(self):
+        if self.oracle_measure is not None and self.oracle_measure not in MEASURES:
+            raise ValueError(f"oracle_measure: unknown measure {self.oracle_measure!r}")
+        return self
 
 
 # ------------------------------------------------------------------------------ shared evaluation
@@ -124,6 +135,8 @@ def _evaluate(p: BenchmarkParams, ctx: ClaimContext) -> dict[str, dict[str, Any]
         rows = measure_population(population, name, ctx, rescale_max=p.rescale_max)
         hyper = population.hyperparameters
         kept = included(rows)
+        if p.oracle_measure is not None:
+            kept = [{**row, p.oracle_measure: row["gap"]} for row in kept]
         csv_path = None
         if ctx.artifacts is not None:
             digest = seeding.spec_hash({"population": population.model_dump(mode="json"), "seed": ctx.seed})
@@ -211,6 +224,15 @@ class SharpnessParams(BenchmarkParams):
         "clears 0 on xor, and on multi_index the path norm is ahead by 0.06 within its interval"
     ),
     parallel=True,
+    controls=(
+        Control(
+            name="oracle-baseline",
+            breaks="the path norm replaced by the gap itself (a perfect predictor, τ = Ψ = 1): no sharpness measure "
+            "keeps up, so the comparison must refute",
+            expect="refuted",
+            changes={"oracle_measure": "path_norm"},
+        ),
+    ),
 )
 def sharpness_predicts_gap(p: SharpnessParams, ctx: ClaimContext) -> Outcome:
     results = _evaluate(p, ctx)
@@ -243,21 +265,27 @@ def sharpness_predicts_gap(p: SharpnessParams, ctx: ClaimContext) -> Outcome:
             rows.append([name, m, _fmt_ci(s.tau), _fmt_ci((s.psi.psi, *s.psi.interval)), f"{s.cmi.value:.3f}"])
     if not verdicts:
         return _unscored(results, p)
+    leaderboard, figures, board = _leaderboard(p, results)
     return Outcome(
         verdict=combine(verdicts),
-        evidence={**evidence, "populations": _summaries(results)},
+        evidence={**evidence, "leaderboard": board, "populations": _summaries(results)},
         thresholds={"psi_margin": p.psi_margin, "tau_ci": "95% bootstrap, lower bound > 0"},
         tables=[
             Table(
                 name="sharpness-vs-baselines", headers=["population", "measure", "τ [CI]", "Ψ [CI]", "CMI"], rows=rows
-            )
+            ),
+            leaderboard,
         ],
+        figures=figures,
         notes=(
             "Per population: holds when the sharpness measure with the highest Ψ is within the margin of the best "
             "norm baseline's Ψ (or above) and some sharpness measure has a τ CI above 0; refuted when a norm baseline "
             "beats every sharpness measure's Ψ by more than the margin with its whole 95% Ψ interval above the best "
             "sharpness Ψ; inconclusive otherwise. Orientation: every measure is read as "
-            "'larger = predicts a larger gap' (PAC-Bayes flatness is 1/σ², larger = sharper). " + _too_few(results, p)
+            "'larger = predicts a larger gap' (PAC-Bayes flatness is 1/σ², larger = sharper). "
+            + LEADERBOARD_NOTES
+            + " "
+            + _too_few(results, p)
         ).strip(),
     )
 
@@ -350,12 +378,21 @@ def adaptive_sharpness_weak(p: AdaptiveParams, ctx: ClaimContext) -> Outcome:
 class RescalingParams(BenchmarkParams):
     invariant_tol: PositiveFloat = Field(default=0.02, description="|Δτ| of an invariant measure at most this")
     changes_at_least: PositiveFloat = Field(default=0.1, description="|Δτ| of a non-invariant measure at least this")
+    invert_theory: bool = Field(
+        default=False, description="a control: score every measure against the opposite of its theory"
+    )
 
     @model_validator(mode="after")
     def _ordered(self):
         if self.invariant_tol >= self.changes_at_least:
             raise ValueError("invariant_tol must be smaller than changes_at_least")
         return self
+
+
+def _theory(measure: str, rescaling: str, inverted: bool) -> bool | None:
+    """Whether theory says ``measure`` is invariant to ``rescaling`` (None: no exact prediction)."""
+    invariant = INVARIANCE.get(measure, {}).get(rescaling)
+    return None if invariant is None else invariant != inverted
 
 
 @register(
@@ -388,6 +425,15 @@ class RescalingParams(BenchmarkParams):
     ),
     expected_failure_modes=("full",),
     parallel=True,
+    controls=(
+        Control(
+            name="theory-inverted",
+            breaks="every measure scored against the opposite of its theory: the invariant ones, whose τ moves by "
+            "exactly 0, are now expected to move",
+            expect="refuted",
+            changes={"invert_theory": True},
+        ),
+    ),
 )
 def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
     results = _evaluate(p, ctx)
@@ -406,7 +452,7 @@ def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
             row = [m, name]
             for kind in RESCALINGS:
                 before, after, models = rescaled_tau(kept, m, kind)
-                expected = INVARIANCE.get(m, {}).get(kind)
+                expected = _theory(m, kind, p.invert_theory)
                 change = abs(after - before)  # NaN when τ could not be computed: scored as missing below
                 changes[kind][m] = change if math.isnan(change) else max(changes[kind].get(m, 0.0), change)
                 row += [f"{before:+.3f}", f"{after:+.3f}", f"{after - before:+.3f}", models, theory_label[expected]]
@@ -417,7 +463,7 @@ def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
             rows.append(row)
     for kind, per_measure in changes.items():
         for m, largest in per_measure.items():
-            expected = INVARIANCE.get(m, {}).get(kind)
+            expected = _theory(m, kind, p.invert_theory)
             if expected is None:
                 continue
             if math.isnan(largest):
@@ -488,23 +534,9 @@ def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
     )
 
 
-@register(
-    id="benchmark.measure-leaderboard",
-    kind="empirical",
-    title="Leaderboard: Kendall τ, granulated Ψ and conditional MI of every measure on every population",
-    statement=(
-        "A complete table, measure × population, of τ with the generalization gap (bootstrap CI), Jiang et al.'s "
-        "granulated Ψ (CI) and the PGDL conditional mutual information, for every measure that applies."
-    ),
-    source=JIANG,
-    source_verdict="holds",
-    params=BenchmarkParams,
-    quick=QUICK,
-    full=FULL,
-    parallel=True,
-)
-def measure_leaderboard(p: BenchmarkParams, ctx: ClaimContext) -> Outcome:
-    results = _evaluate(p, ctx)
+def _leaderboard(p: BenchmarkParams, results: dict[str, dict]) -> tuple[Table, list[Figure], dict[str, Any]]:
+    """Every measure × population: τ with the gap (CI), granulated Ψ and conditional MI, the two
+    measures with the largest |τ| per population against the gap, and what is missing."""
     scorable = _scorable(results)
     rows, missing, best = [], [], {}
     for m in MEASURES:
@@ -543,23 +575,15 @@ def measure_leaderboard(p: BenchmarkParams, ctx: ClaimContext) -> Outcome:
                     logx=positive,
                 )
             )
-    complete = not missing and len(scorable) == len(p.populations)
-    return Outcome(
-        verdict="holds" if complete else "inconclusive",
-        evidence={
-            "top_measures_by_abs_tau": best,
-            "missing_entries": missing,
-            "populations": _summaries(results),
-            "cmi_conditioning": "min over sets of ≤ 2 hyperparameters, ∅ included",
-        },
-        tables=[Table(name="leaderboard", headers=["measure", *p.populations], rows=rows)],
-        figures=figures,
-        notes=(
-            "τ: Kendall τ_b with the gap (test − train 0-1 error for classifiers, test − train MSE for regression), "
-            "95% percentile bootstrap over models. Ψ: mean over hyperparameters of τ within groups where only that one "
-            "varies. CMI: min over conditioning sets of I(V_μ; V_g | U_S)/H(V_g | U_S), unsigned (a measure and its "
-            "negative score the same). 'n/a': the measure does not "
-            "apply to the population's nets (spherical sharpness needs a normalization layer; Υ needs bias-free "
-            "two-layer nets). The per-model tables (CSV) are listed under populations.*.table. " + _too_few(results, p)
-        ).strip(),
-    )
+    evidence = {"top_measures_by_abs_tau": best, "missing_entries": missing}
+    return Table(name="leaderboard", headers=["measure", *p.populations], rows=rows), figures, evidence
+
+
+LEADERBOARD_NOTES = (
+    "Leaderboard: τ is Kendall τ_b with the gap (test − train 0-1 error for classifiers, test − train MSE for "
+    "regression), 95% percentile bootstrap over models; Ψ the mean over hyperparameters of τ within groups where only "
+    "that one varies; CMI the min over conditioning sets of ≤ 2 hyperparameters (∅ included) of "
+    "I(V_μ; V_g | U_S)/H(V_g | U_S), unsigned. 'n/a': the measure does not apply to the population's nets (spherical "
+    "sharpness needs a normalization layer; Υ needs bias-free two-layer nets). The per-model tables (CSV) are listed "
+    "under populations.*.table."
+)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
@@ -13,6 +13,7 @@ from torch import nn
 import evaluators as ev
 from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.registry import register
+from catalogue.rules import AllOf, AtMost, IsTrue, param
 from catalogue.verdicts import combine, tolerance_verdict, worst
 from constructions.multi_index import (
     aligned_interpolator,
@@ -374,6 +375,11 @@ class CertificateParams(Spec):
     sizes: IntGrid = (32, 128, 512)
     powers: IntGrid = (1, 2, 3)
     gap_tolerance: PositiveFloat = 1e-6
+    primal_at: Literal["solver", "min-l2"] = Field(
+        "solver",
+        description="the interpolant the primal is evaluated at: the solver's minimizer, or (a control) the "
+        "minimum-ℓ2 interpolant, feasible but not the minimizer",
+    )
 
 
 @register(
@@ -387,6 +393,27 @@ class CertificateParams(Spec):
     source=_source("§5 (convex characterization of flattest interpolators), Lemma 5"),
     source_verdict="holds",
     params=CertificateParams,
+    controls=(
+        Control(
+            name="not-the-minimizer",
+            breaks="the primal evaluated at the minimum-ℓ2 interpolant: feasible, so still an upper bound, but not "
+            "the minimizer; the certificate must expose the gap",
+            expect="refuted",
+            changes={"primal_at": "min-l2"},
+        ),
+    ),
+    rule=AllOf(
+        AtMost(
+            "max_relative_gap",
+            param("gap_tolerance"),
+            why="the statement's 1e-6: flattest-interpolator values are reported to 4–6 digits, and the solvers stop "
+            "far below it (HiGHS feasibility 1e-10, trust-region Newton gradient 1e-13)",
+        ),
+        IsTrue(
+            "l2_route_never_above_primal",
+            why="weak duality: the dual at any point, the min-ℓ2 route's included, is a lower bound on the optimum",
+        ),
+    ),
     quick={"sizes": (16, 64), "powers": (1, 2)},
     full={"sizes": (32, 128, 512), "powers": (1, 2, 3), "gap_tolerance": 1e-6},
 )
@@ -404,26 +431,28 @@ def duality_certificate(p: CertificateParams, ctx: ClaimContext) -> Outcome:
                 sol = interp.solution
                 features, kappa, _ = homogeneous_features(interp.theta, problem.x, c)
                 bound = l2_route_bound(features, problem.y, kappa, sol.p)
-                gaps.append(abs(sol.relative_gap))
-                l2_ok &= bound <= sol.primal * (1 + 1e-12)
+                primal, residual = sol.primal, sol.residual
+                if p.primal_at == "min-l2":
+                    a = np.linalg.lstsq(features, problem.y, rcond=None)[0]
+                    primal = float(np.sum(kappa * np.abs(a) ** sol.p))
+                    residual = float(np.linalg.norm(features @ a - problem.y))
+                relative_gap = (primal - sol.dual) / max(abs(primal), 1e-300)
+                gaps.append(abs(relative_gap))
+                l2_ok &= bound <= primal * (1 + 1e-12)
                 rows.append(
                     [
                         c,
                         n,
                         kind,
-                        f"{sol.primal:.6g}",
+                        f"{primal:.6g}",
                         f"{sol.dual:.6g}",
-                        f"{sol.relative_gap:.1e}",
-                        f"{bound / sol.primal:.3f}",
-                        f"{sol.residual:.1e}",
+                        f"{relative_gap:.1e}",
+                        f"{bound / primal:.3f}",
+                        f"{residual:.1e}",
                     ]
                 )
-    worst_gap = worst(gaps)
-    ok = worst_gap <= p.gap_tolerance and l2_ok
     return Outcome(
-        verdict="holds" if ok else "refuted",
-        evidence={"max_relative_gap": worst_gap, "l2_route_never_above_primal": l2_ok, "instances": len(rows)},
-        thresholds={"relative_gap_at_most": p.gap_tolerance},
+        evidence={"max_relative_gap": worst(gaps), "l2_route_never_above_primal": l2_ok, "instances": len(rows)},
         tables=[
             {
                 "name": "duality gaps (p = 2c/(c+1)) and the ℓ2-route bound",

@@ -20,10 +20,10 @@ from pydantic import Field
 
 from catalogue import provenance, seeding
 from catalogue.atomic import atomic_write_bytes
-from catalogue.claim import ClaimContext, Figure, Outcome, Series, Source
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.kernels import PINNED
 from catalogue.registry import register
-from catalogue.verdicts import combine
+from catalogue.rules import AllOf, AtLeast, AtMost, Given, IsTrue, Rule, param
 from catalogue.versions import versions
 from constructions.specs import NonNegativeFloat, PositiveFloat, PositiveInt, Spec, XorSpec
 from constructions.xor import XorData, build_xor
@@ -83,6 +83,56 @@ class Thresholds(Spec):
     generalizes_below: PositiveFloat = Field(0.05, description="mean final 0-1 test error that counts as generalizing")
     fails_above: PositiveFloat = Field(0.2, description="mean final 0-1 test error that counts as failing")
     interpolates_below: PositiveFloat = Field(0.02, description="final train MSE that counts as interpolating")
+
+
+# Why the thresholds are where they are (fixed with the claims, before any paper-budget run).
+_NOT_DIVERGED = "a run that diverged did not train: its configuration decides nothing either way"
+_INTERPOLATES = (
+    "the statements are about interpolators (the paper trains to zero loss); a train MSE of 0.02 on ±1 labels keeps "
+    "every run within 0.14 RMS of its labels after a finite number of epochs"
+)
+_GENERALIZES = (
+    "Table 1's ✓ is near-zero test error: 0.05 is a tenth of chance (0.5) and six times the largest Monte Carlo "
+    "standard error of a 4000-point test set (0.008); refuted above 0.2, four times that and halfway to chance; in "
+    "between the run neither generalizes nor fails"
+)
+_FAILS = (
+    "Table 1's ✗ (Fig. 4: the bias net's 1-SAM test error degrades): at least 0.2, four times the near-zero "
+    "threshold; refuted below 0.05, where the run generalizes"
+)
+
+
+def _trained(part: str) -> Rule:
+    """The runs of evidence ``part`` (a :func:`_final` summary) all finished and interpolate."""
+    return AllOf(
+        AtMost(f"{part}.diverged_runs", 0, why=_NOT_DIVERGED),
+        AtMost(f"{part}.train_loss_max", param("thresholds.interpolates_below"), why=_INTERPOLATES),
+    )
+
+
+def _generalizes(part: str) -> Rule:
+    """Given trained runs: mean test error ≤ generalizes_below holds, > fails_above refutes."""
+    return Given(
+        _trained(part),
+        AtMost(
+            f"{part}.test_error",
+            param("thresholds.generalizes_below"),
+            refuted=param("thresholds.fails_above"),
+            why=_GENERALIZES,
+        ),
+    )
+
+
+def _few_samples(*parts: str, **train: int) -> Control:
+    """n = 10 training points in d = 30 for every training configuration in ``parts`` (and ``train``'s
+    settings: 1-SAM takes n steps an epoch, so 10 points need more epochs to interpolate)."""
+    return Control(
+        name="ten-samples",
+        breaks="n = 10 training points in d = 30: far too few for Thm 3.1's Õ(d/n); no interpolator can tell the "
+        "XOR of x[1], x[2] from the other coordinates" + (" (1000 epochs of 10 steps)" if train else ""),
+        expect="refuted",
+        changes={part: {"scenario": {"d": 30, "n": 10}, **train} for part in parts},
+    )
 
 
 def sam_schedule(cfg: TrainConfig) -> list[Phase]:
@@ -236,16 +286,9 @@ def _final(log: TrainingLog) -> dict[str, float]:
     }
 
 
-def _generalization_verdict(final: dict[str, float], t: Thresholds) -> str:
-    """holds: interpolates and test error ≤ generalizes_below; refuted: ≥ fails_above; else inconclusive.
-
-    Any diverged run makes it inconclusive: the configuration did not train, so it says nothing either way.
-    """
-    if final["diverged_runs"] or final["train_loss_max"] > t.interpolates_below:
-        return "inconclusive"
-    if final["test_error"] <= t.generalizes_below:
-        return "holds"
-    return "refuted" if final["test_error"] >= t.fails_above else "inconclusive"
+def _generalization_verdict(final: dict[str, float], p: Spec) -> str:
+    """:func:`_generalizes` applied to one :func:`_final` summary, for a table of measured outcomes."""
+    return _generalizes("run").decide({"run": final}, p).verdict
 
 
 def _trace_infimum(cfg: TrainConfig) -> float | None:
@@ -362,6 +405,9 @@ SIMBN_QUICK = {
     source=_source("Table 1 (no-bias: 1-SAM ✓), Table 2, Figure 1"),
     source_verdict="holds",
     params=ArchParams,
+    seeds=5,
+    controls=(_few_samples("train", sam_epochs=1000),),
+    rule=_generalizes("sam"),
     quick={"train": {"arch": "nobias", **QUICK_SMALL}},
     full={"train": {"arch": "nobias"}},
     paper={"train": NOBIAS_PAPER},
@@ -371,17 +417,14 @@ def sam_nobias_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
 
 
 def _sam_outcome(p: ArchParams, ctx: ClaimContext) -> Outcome:
-    """Verdict on 1-SAM's generalization, with GD+WD from the same initializations beside it."""
+    """1-SAM's end point (the rule reads ``sam``), with GD+WD from the same initializations beside it."""
     logs = {"1-SAM": _run(p.train, "sam", ctx)[1], "GD+WD": _run(p.train, "gd", ctx)[1]}
-    sam = _final(logs["1-SAM"])
     return Outcome(
-        verdict=_generalization_verdict(sam, p.thresholds),
         evidence={
-            "sam": sam,
+            "sam": _final(logs["1-SAM"]),
             "gd_wd": _final(logs["GD+WD"]),
             "trace_check_run0": _exact_trace_check(p.train, ctx),
         },
-        thresholds=p.thresholds.model_dump(),
         figures=_curves(p.train, logs),
     )
 
@@ -403,16 +446,16 @@ class BaselineParams(Spec):
     source=_source("Table 2, Figures 1 and 4 (GD+WD baselines)"),
     source_verdict="holds",
     params=BaselineParams,
+    seeds=5,
+    controls=(_few_samples("nobias", "bias"),),
+    rule=AllOf(_generalizes("nobias"), _generalizes("bias")),
     quick={"nobias": {"arch": "nobias", **QUICK_SMALL}, "bias": {"arch": "bias", **QUICK_SMALL}},
     full={"nobias": {"arch": "nobias"}, "bias": BIAS_FULL},
     paper={"nobias": NOBIAS_PAPER, "bias": BIAS_PAPER},
 )
 def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
-    finals = {arch: _final(_run(getattr(p, arch), "gd", ctx)[1]) for arch in ("nobias", "bias")}
     return Outcome(
-        verdict=combine(_generalization_verdict(f, p.thresholds) for f in finals.values()),
-        evidence=finals,
-        thresholds=p.thresholds.model_dump(),
+        evidence={arch: _final(_run(getattr(p, arch), "gd", ctx)[1]) for arch in ("nobias", "bias")},
     )
 
 
@@ -427,6 +470,33 @@ def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
     source=_source("Table 1 (bias: 1-SAM ✗), Table 2, Figure 4"),
     source_verdict="holds",
     params=ArchParams,
+    seeds=5,
+    controls=(
+        Control(
+            name="no-bias-net",
+            breaks="the same schedule on 2-MLP-No-Bias, whose flattest interpolators all generalize (Thm 3.1)",
+            expect="refuted",
+            changes={"train": {"arch": "nobias"}},
+        ),
+    ),
+    rule=Given(
+        AllOf(_trained("sam"), _trained("gd_wd")),
+        AllOf(
+            IsTrue("sam_flatter", why="the statement: 1-SAM ends at a smaller Tr ∇²L (mean over runs) than GD+WD"),
+            AtLeast(
+                "sam.test_error",
+                param("thresholds.fails_above"),
+                refuted=param("thresholds.generalizes_below"),
+                why=_FAILS,
+            ),
+            AtMost(
+                "gd_wd.test_error",
+                param("thresholds.generalizes_below"),
+                refuted=param("thresholds.fails_above"),
+                why=_GENERALIZES,
+            ),
+        ),
+    ),
     quick={"train": BIAS_QUICK},
     full={"train": BIAS_FULL},
     paper={"train": BIAS_PAPER},
@@ -434,18 +504,6 @@ def gdwd_baselines(p: BaselineParams, ctx: ClaimContext) -> Outcome:
 def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     sam_log, gd_log = _run(p.train, "sam", ctx)[1], _run(p.train, "gd", ctx)[1]
     sam, gd = _final(sam_log), _final(gd_log)
-    t = p.thresholds
-    flatter = sam["trace"] < gd["trace"]
-    sam_fails = sam["train_loss_max"] <= t.interpolates_below and sam["test_error"] >= t.fails_above
-    gd_generalizes = _generalization_verdict(gd, t) == "holds"
-    if sam["diverged_runs"] or gd["diverged_runs"]:
-        verdict = "inconclusive"  # a diverged run decides nothing (see _final)
-    elif flatter and sam_fails and gd_generalizes:
-        verdict = "holds"
-    elif _generalization_verdict(sam, t) == "holds" or not flatter:
-        verdict = "refuted"
-    else:
-        verdict = "inconclusive"
     bound = _trace_infimum(p.train)
     mean_error = sam_log.test_error.mean(0)
     schedule = sam_schedule(p.train)
@@ -466,17 +524,15 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
         "sam_test_error_rise_after_epoch_4000": float(mean_error[-1] - mean_error[near_4000]),
     }
     return Outcome(
-        verdict=verdict,
         evidence={
             "sam": sam,
             "gd_wd": gd,
-            "sam_flatter": flatter,
+            "sam_flatter": sam["trace"] < gd["trace"],
             **degradation,
             "bias_trace_bound_4sqrt_d_plus_1": bound,
-            "sam_trace_over_bound": sam["trace"] / bound,
+            "sam_trace_over_bound": None if bound is None else sam["trace"] / bound,  # None: no bound (a control)
             "trace_check_run0": _exact_trace_check(p.train, ctx),
         },
-        thresholds=t.model_dump(),
         figures=_curves(p.train, {"1-SAM": sam_log, "GD+WD": gd_log}),
         notes=(
             "Degradation: the paper sees the test error rise after ~4000 of its 10⁵ epochs; here ρ moves from 0.05 "
@@ -499,16 +555,19 @@ def sam_bias_fails(p: ArchParams, ctx: ClaimContext) -> Outcome:
     source=_source("Table 1 (Sim-LN: 1-SAM ✓), Table 2, Figure 6"),
     source_verdict="holds",
     params=ArchParams,
+    seeds=5,
+    controls=(_few_samples("train", sam_epochs=1000),),
+    rule=_generalizes("sam"),
     quick={"train": SIMLN_QUICK},
     full={"train": SIMLN},
     paper={"train": SIMLN_PAPER},
     expected_failure=(
-        "1-SAM interpolates (train MSE ≤ 2e-4) at a Gauss–Newton trace of 2.07, next to the infimum 2, but its test "
-        "error stays between the thresholds: 0.058 over 4 runs in full mode (m = 500, 1000 epochs; 0.044 with 2 "
-        "runs), 0.059 in quick mode; the paper's near-perfect generalization is not reached within our epochs (it "
-        "runs 10⁵). The Hessian trace there is 2.79 ± 0.01 (Hutch++): off exact interpolation the curvature of the "
-        "normalization adds to the Gauss–Newton part"
+        "seed-dependent: in full mode (m = 500, 1000 epochs, 4 runs a seed) 1-SAM interpolates (train MSE ≤ 5e-4) "
+        "next to the infimum 2 (Gauss–Newton 2.07 at seed 0), but its test error is 0.058, 0.010, 0.208, 0.001 and "
+        "0.028 at seeds 0–4: three seeds generalize, seed 2 fails, seed 0 is between the thresholds. Quick mode: "
+        "0.059. At the paper's 10⁵ epochs (seed 0) still 0.078 at trace 2.003: flattest, yet not near-zero"
     ),
+    expected_failure_modes=("quick", "full", "paper"),
 )
 def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome(p, ctx)
@@ -525,16 +584,22 @@ def sam_simln_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     source=_source("Table 1 (Sim-BN: 1-SAM ✓), Section 6"),
     source_verdict="holds",
     params=ArchParams,
+    seeds=5,
+    controls=(_few_samples("train", sam_epochs=1000),),
+    rule=_generalizes("sam"),
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
     paper={"train": SIMBN_PAPER},
     expected_failure=(
         "full mode (d = 30, n = 100, width 500, γ = 1/4 at init, the first 1000 epochs of Table 2's first phase, "
-        "4 runs): 1-SAM interpolates (train MSE ≤ 2.1e-4) but its test error is 0.268 ± 0.003, still falling at the "
-        "last epoch (GD+WD: 0.402); the paper's ✓ comes after 2·10⁵ epochs (the paper budget). At d = 10 (quick) "
-        "it generalizes"
+        "4 runs a seed): 1-SAM interpolates (train MSE ≤ 3e-4) but its test error is 0.268, 0.141, 0.245, 0.193 and "
+        "0.164 at seeds 0–4 (two refute, three between the thresholds), still falling at the last epoch. At the "
+        "paper's budget (2 runs, seed 0) the first phase (10⁵ epochs, η 0.005, ρ 0.1) interpolates throughout and its "
+        "test error falls to 0.063 at epoch 78,210, still falling; the second phase (η 0.003, ρ 1, our reading of "
+        "Table 2) leaves interpolation within 7,000 epochs: train MSE 0.99 (the output collapses towards 0), final "
+        "test error 0.209 (GD+WD: 0.043). At d = 10 (quick) it generalizes"
     ),
-    expected_failure_modes=("full",),
+    expected_failure_modes=("full", "paper"),
 )
 def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     return _sam_outcome(p, ctx)
@@ -551,16 +616,57 @@ def sam_simbn_generalizes(p: ArchParams, ctx: ClaimContext) -> Outcome:
     source=_source("Theorem 3.2, Lemma A.3"),
     source_verdict="holds",
     params=ArchParams,
+    seeds=5,
+    controls=(
+        Control(
+            name="simln-net",
+            breaks="the same check on 2-MLP-Sim-LN (its settings of Table 2), whose interpolators reach Tr ∇²L = 2 < 4 "
+            "(Thm 5.1): the bound 4 is Sim-BN's",
+            expect="refuted",
+            changes={"train": {"arch": "simln", "sam_lr": 0.1, "sam_rho": 0.1, "first_layer_scale": 0.01}},
+        ),
+    ),
+    rule=Given(
+        AllOf(
+            AtMost("diverged_runs", 0, why=_NOT_DIVERGED),
+            AtLeast(
+                "logged_epochs_interpolating",
+                1,
+                why="the bound is about interpolators: some logged epoch must have every run's train MSE ≤ "
+                "interpolates_below",
+            ),
+        ),
+        AllOf(
+            AtLeast(
+                "min_trace_near_interpolation",
+                4,
+                strict=True,
+                why="every Sim-BN interpolator has Tr ∇²L > 4 (docs/derivations.md §7): one at or below 4 refutes",
+            ),
+            IsTrue(
+                "trace_falls_as_norm_grows",
+                why="the statement (Lemma A.3: Sim-BN is scale-invariant in (W1, b1), so the W1 block's share of the "
+                "trace falls like 1/‖W1‖²): from the first logged epoch that interpolates to the last, Tr falls while "
+                "‖W1‖ grows",
+            ),
+            AtLeast(
+                "alignment_over_random_level",
+                2,
+                refuted=1,
+                why="Thm 3.2's flattest Sim-BN interpolators use x[1], x[2] only: twice the random level √(2/d) of the "
+                "output-weighted alignment; refuted at or below the random level itself (no alignment at all)",
+            ),
+        ),
+    ),
     quick={"train": SIMBN_QUICK},
     full={"train": SIMBN_FULL},
     paper={"train": SIMBN_PAPER},
     expected_failure=(
-        "the trace part reproduces in both modes, the alignment part not yet: quick mode (d = 10, 100 epochs) ends "
-        "at alignment 0.80 against 2·√(2/d) = 0.89; full mode (width 500, 1000 epochs) has Tr 60.7 → 14.7 (> 4) as "
-        "‖(W1, b1)‖ grows 13.4 → 15.5, but alignment 0.503 against 0.516. The paper's aligned neurons come after "
-        "2·10⁵ epochs (the paper budget)"
+        "quick mode (d = 10, 100 epochs) ends at alignment 0.80 against 2·√(2/d) = 0.89 (the trace part holds). Full "
+        "mode holds over 5 seeds (alignment 1.95, 2.44, 2.00, 2.25 and 2.26 times the random level; seed 0 just "
+        "short of 2)"
     ),
-    expected_failure_modes=("quick", "full"),
+    expected_failure_modes=("quick",),
 )
 def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
     log = _run(p.train, "sam", ctx)[1]
@@ -568,25 +674,29 @@ def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
     near = (log.train_loss.max(0).values <= p.thresholds.interpolates_below).nonzero().flatten()
     random_level = (2 / p.train.scenario.d) ** 0.5
     alignment = float(log.alignment[:, -1].mean())
-    if len(near) == 0 or log.diverged_runs:
-        verdict, parts = "inconclusive", {"diverged_runs": log.diverged_runs}
-    else:
-        first = int(near[0])
+    names = ("min_trace_near_interpolation", "trace_at_first_interpolation", "trace_at_last_interpolation")
+    names += ("first_layer_norm_at_first_interpolation", "first_layer_norm_at_last_interpolation")
+    parts: dict = dict.fromkeys((*names, "trace_falls_as_norm_grows"))  # None: no logged epoch interpolates
+    if len(near):  # from the first to the last logged epoch that interpolates (1-SAM may leave interpolation)
+        first, last = int(near[0]), int(near[-1])
         parts = {
             "min_trace_near_interpolation": float(log.trace[:, near].min()),
             "trace_at_first_interpolation": float(trace[first]),
-            "trace_final": float(trace[-1]),
+            "trace_at_last_interpolation": float(trace[last]),
             "first_layer_norm_at_first_interpolation": float(norm[first]),
-            "first_layer_norm_final": float(norm[-1]),
+            "first_layer_norm_at_last_interpolation": float(norm[last]),
+            "trace_falls_as_norm_grows": bool(trace[last] < trace[first] and norm[last] > norm[first]),
         }
-        above = parts["min_trace_near_interpolation"] > 4
-        falls_as_norm_grows = trace[-1] < trace[first] and norm[-1] > norm[first]
-        aligned = alignment >= 2 * random_level
-        verdict = "holds" if above and falls_as_norm_grows and aligned else ("refuted" if not above else "inconclusive")
     return Outcome(
-        verdict=verdict,
-        evidence={**parts, "alignment_final": alignment, "alignment_random_level": random_level},
-        thresholds={"trace_above": 4, "alignment_at_least": 2 * random_level, **p.thresholds.model_dump()},
+        evidence={
+            "diverged_runs": log.diverged_runs,
+            "logged_epochs_interpolating": len(near),
+            **parts,
+            "alignment_final": alignment,
+            "alignment_random_level": random_level,
+            "alignment_over_random_level": alignment / random_level,
+        },
+        thresholds={"interpolates_below": p.thresholds.interpolates_below},
         figures=[
             Figure(
                 name="simbn-trace-vs-norm",
@@ -601,9 +711,9 @@ def simbn_infimum(p: ArchParams, ctx: ClaimContext) -> Outcome:
             )
         ],
         notes=(
-            "Derived here, not from the paper: at an interpolator the W2 and γ blocks alone give "
-            "Tr ≥ 2Σ_j(γ_j² + W2_j²) ≥ 4Σ_j|γ_j W2_j| ≥ 4, since each normalized feature has mean square 1 and "
-            "(1/n)Σ y_i f(x_i) = 1; the W1 block's share falls like 1/‖W1‖² because Sim-BN is scale-invariant in "
+            "docs/derivations.md §7 (derived here, not from the paper): at an interpolator the W2 and γ blocks "
+            "alone give Tr ≥ 2Σ_j(γ_j² + W2_j²) ≥ 4Σ_j|γ_j W2_j| ≥ 4, since each normalized feature has mean square 1 "
+            "and (1/n)Σ y_i f(x_i) = 1; the W1 block's share falls like 1/‖W1‖² because Sim-BN is scale-invariant in "
             "(W1, b1)."
         ),
     )
@@ -627,6 +737,33 @@ class RateParams(Spec):
     source=_source("Theorem 3.1 (population MSE Õ(d/n) for flattest no-bias interpolators)"),
     source_verdict="holds",
     params=RateParams,
+    seeds=5,
+    controls=(
+        Control(
+            name="too-few-samples",
+            breaks="n = 10, 20, 40 in d = 30: below the n ≫ d that Thm 3.1's Õ(d/n) needs, so the largest n does not "
+            "generalize",
+            expect="refuted",
+            changes={"ns": (10, 20, 40), "train": {"scenario": {"d": 30, "n": 10}}},
+        ),
+    ),
+    rule=AllOf(
+        AtMost(
+            "slope_ci95.0",
+            0,
+            why="a 95% bootstrap CI of the log-log slope wholly above 0 says the test MSE grows with n: refuted",
+        ),
+        Given(
+            AtMost(
+                "slope_ci95.1",
+                0,
+                strict=True,
+                why="Thm 3.1's Õ(d/n) makes the MSE fall with n: the decrease counts once the whole 95% bootstrap CI "
+                "is below 0 (a CI across 0 decides nothing)",
+            ),
+            _generalizes("largest_n"),
+        ),
+    ),
     quick={"train": {"arch": "nobias", **QUICK_SMALL, "sam_epochs": 100}, "ns": (40, 80, 160), "bootstrap": 500},
     full={"train": {"arch": "nobias"}},
 )
@@ -638,9 +775,13 @@ def nobias_flattest_generalize(p: RateParams, ctx: ClaimContext) -> Outcome:
     diverged = {n: logs[n].diverged_runs for n in p.ns if logs[n].diverged_runs}
     if diverged:  # no rate from a diverged run: the configuration decides nothing (see _final)
         return Outcome(
-            verdict="inconclusive",
-            evidence={"diverged_runs_by_n": diverged, **{f"n_{n}": _final(logs[n]) for n in p.ns}},
-            thresholds=p.thresholds.model_dump(),
+            evidence={
+                "diverged_runs_by_n": diverged,
+                "slope": None,
+                "slope_ci95": [None, None],
+                "largest_n": _final(logs[p.ns[-1]]),
+                **{f"n_{n}": _final(logs[n]) for n in p.ns},
+            },
             notes="1-SAM diverged for some n: no slope is fitted from non-finite losses.",
         )
     mse = np.array([logs[n].test_mse[:, -1].numpy() for n in p.ns])  # (len(ns), runs)
@@ -666,16 +807,14 @@ def nobias_flattest_generalize(p: RateParams, ctx: ClaimContext) -> Outcome:
         ]
         for k, n in enumerate(p.ns)
     ]
-    ok = _generalization_verdict(largest, p.thresholds) == "holds" and hi < 0
     return Outcome(
-        verdict="holds" if ok else ("refuted" if lo > 0 else "inconclusive"),
         evidence={
             "slope": slope(mse),
             "slope_ci95": [float(lo), float(hi)],
             "largest_n": largest,
             "theorem_rate_slope": -1.0,
         },
-        thresholds={"slope_ci_upper_below": 0, **p.thresholds.model_dump()},
+        thresholds={"bootstrap_resamples": p.bootstrap},
         tables=[
             {
                 "name": "1-SAM test MSE against d/n",
@@ -706,15 +845,26 @@ def nobias_flattest_generalize(p: RateParams, ctx: ClaimContext) -> Outcome:
     )
 
 
+class ReviewRegimes(Spec):
+    """The regimes a summary places the two disputed nets in (the seed's first review: bias 2, Sim-LN 3)."""
+
+    bias: Literal[1, 2, 3] = 2
+    simln: Literal[1, 2, 3] = 3
+
+
 class ReviewParams(Spec):
     nobias: TrainConfig
     bias: TrainConfig
     simbn: TrainConfig
     simln: TrainConfig
+    review: ReviewRegimes = ReviewRegimes()
     thresholds: Thresholds = Thresholds()
 
 
-REVIEW_REGIMES = {"nobias": 1, "bias": 2, "simln": 3}  # the seed's first review: bias → (2), Sim-LN → (3)
+_REVIEW_MATCH = (
+    "the summary places the net in a regime; our 1-SAM runs and the paper's theorems place it too (a run that "
+    "neither generalizes nor fails places it nowhere: inconclusive)"
+)
 
 
 def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int | None:
@@ -736,6 +886,18 @@ def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int 
     source=_source("Table 1 (the paper, the authority) against the seed's first review summary"),
     source_verdict="refuted",
     params=ReviewParams,
+    seeds=5,
+    controls=(
+        Control(
+            name="table-1-as-summary",
+            breaks="the summary replaced by Table 1's own regimes (bias 3, Sim-LN 2): nothing left to refute; "
+            "our Sim-LN 1-SAM runs stop between the thresholds (wen2023.sam-simln-generalizes), so that row "
+            "cannot be confirmed",
+            expect="inconclusive",
+            changes={"review": {"bias": 3, "simln": 2}},
+        ),
+    ),
+    rule=AllOf(IsTrue("summary_matches.bias", why=_REVIEW_MATCH), IsTrue("summary_matches.simln", why=_REVIEW_MATCH)),
     quick={
         "nobias": {"arch": "nobias", **QUICK_SMALL},
         "bias": BIAS_QUICK,
@@ -746,10 +908,11 @@ def _regime(flattest_all_generalize: bool, sam_generalizes: bool | None) -> int 
     paper={"nobias": NOBIAS_PAPER, "bias": BIAS_PAPER, "simbn": SIMBN_PAPER, "simln": SIMLN_PAPER},
 )
 def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
+    summary = p.review.model_dump()
     rows, measured = [], {}
     for arch in ("nobias", "bias", "simbn", "simln"):
         final = _final(_run(getattr(p, arch), "sam", ctx)[1])
-        sam_verdict = _generalization_verdict(final, p.thresholds)
+        sam_verdict = _generalization_verdict(final, p)
         sam_ok = {"holds": True, "refuted": False}.get(sam_verdict)
         flattest_ok, paper_sam = TABLE_1[arch]
         measured[arch] = _regime(flattest_ok, sam_ok)
@@ -760,21 +923,18 @@ def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
                 "✓" if paper_sam else "✗",
                 {True: "✓", False: "✗", None: "?"}[sam_ok],
                 f"{final['test_error']:.3f}",
-                REVIEW_REGIMES.get(arch, "—"),
+                summary.get(arch, 1 if arch == "nobias" else "—"),
                 _regime(flattest_ok, paper_sam),
                 measured[arch] or "?",
             ]
         )
-    checks = [measured[a] == REVIEW_REGIMES[a] if measured[a] is not None else None for a in ("bias", "simln")]
-    verdict = "refuted" if False in checks else ("holds" if all(checks) else "inconclusive")
     return Outcome(
-        verdict=verdict,
         evidence={
-            "review_regimes": {a: REVIEW_REGIMES[a] for a in ("bias", "simln")},
-            "table_1_regimes": {a: _regime(*TABLE_1[a]) for a in ("bias", "simln")},
-            "measured_regimes": {a: measured[a] for a in ("bias", "simln")},
+            "summary_regimes": summary,
+            "table_1_regimes": {a: _regime(*TABLE_1[a]) for a in summary},
+            "measured_regimes": {a: measured[a] for a in summary},
+            "summary_matches": {a: None if measured[a] is None else measured[a] == summary[a] for a in summary},
         },
-        thresholds=p.thresholds.model_dump(),
         tables=[
             {
                 "name": "Table 1 reproduced: the paper, the review and our 1-SAM runs",
@@ -784,7 +944,7 @@ def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
                     "1-SAM generalizes (paper)",
                     "1-SAM generalizes (ours)",
                     "1-SAM test error (ours)",
-                    "review's regime",
+                    "summary's regime",
                     "Table 1's regime",
                     "our regime",
                 ],

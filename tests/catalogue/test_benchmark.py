@@ -137,7 +137,7 @@ def test_a_benchmark_claim_writes_its_table_through_the_runner(tmp_path):
     from catalogue import registry, runner
 
     benchmark._MEMO.clear()  # so every model is trained and written under tmp_path
-    claim = registry.get("benchmark.measure-leaderboard")
+    claim = registry.get("benchmark.sharpness-predicts-gap")
     params = claim.params(populations={"xor": POP}, min_models=4, resamples=50)
     (record,) = runner.run_jobs(runner.plan_jobs([claim], "custom", 0, params), tmp_path)
     assert record.error is None, record.error
