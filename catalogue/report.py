@@ -366,6 +366,7 @@ def render_report(
     modes = Counter(r.mode for r in [*ordered, *paper.values()])
     verdicts = Counter(r.verdict for r in ordered)
     mode_text = ", ".join(f"{n} {m}" for m, n in modes.items())
+    leaderboard = _leaderboard(records)
     families = [f for f in FAMILIES if any(r.family == f for r in ordered)] + sorted(
         {r.family for r in ordered} - set(FAMILIES)
     )
@@ -387,7 +388,7 @@ def render_report(
         "",
         "- [Summary](#summary)",
         *(f"- [{FAMILY_TITLES.get(f, f)}](#{_family_anchor(f)})" for f in families),
-        *(["- [Measure leaderboard](#measure-leaderboard)"] if _leaderboard(records) else []),
+        *(["- [Measure leaderboard](#measure-leaderboard)"] if leaderboard else []),
         "- [Provenance](#provenance)",
         "",
         "## Summary",
@@ -421,7 +422,7 @@ def render_report(
         for r in ordered:
             if r.family == family:
                 lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id), controls)
-    lines += _leaderboard_section(records)
+    lines += _leaderboard_section(leaderboard)
     lines += ["## Provenance", ""]
     versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
     for v in versions:
@@ -451,9 +452,8 @@ def _leaderboard(records: dict[str, Record]):
     return None if record is None else next((t for t in record.tables if t.name == name), None)
 
 
-def _leaderboard_section(records: dict[str, Record]) -> list[str]:
+def _leaderboard_section(table) -> list[str]:
     """Every measure on every population, unfolded: the table the benchmark claims are drawn from."""
-    table = _leaderboard(records)
     if table is None:
         return []
     rows = [[format_value(c) for c in row] for row in table.rows]
