@@ -19,6 +19,7 @@ from constructions.specs import Spec
 
 __all__ = [
     "Verdict",
+    "ControlExpectation",
     "Source",
     "Series",
     "Figure",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 Verdict = Literal["holds", "refuted", "inconclusive"]
+KINDS_OF_VERDICT: tuple[Verdict, ...] = ("holds", "refuted", "inconclusive")
+ControlExpectation = Literal["holds", "refuted", "inconclusive", "not refuted", "not holds"]
 ClaimKind = Literal["identity", "construction", "empirical"]
 KINDS: tuple[ClaimKind, ...] = ("identity", "construction", "empirical")
 MODES = ("quick", "full", "paper")
@@ -145,7 +148,9 @@ class Control:
     """A negative control: the claim's own check and verdict rule, run on its spec with ``changes``
     applied, where the claim's premise is broken and the verdict should come out ``expect``.
 
-    A control whose verdict differs from the claim's own is what shows the check can fail. An
+    A control whose verdict differs from the claim's own is what shows the check can fail. ``expect``
+    is a verdict, or ``"not refuted"`` / ``"not holds"`` where the control's sizes decide between the
+    other two (a null measure scored on 12 models is not resolved as weak, on 128 it is). An
     identity's control injects a violation (a net that is not positively homogeneous, a map that
     is not the symmetry) that the check must catch.
 
@@ -155,8 +160,14 @@ class Control:
 
     name: str
     breaks: str
-    expect: Verdict
+    expect: ControlExpectation
     changes: dict[str, Any]
+
+    def came_out(self, verdict: str) -> bool:
+        """Whether ``verdict`` is what the control declares."""
+        if self.expect.startswith("not "):
+            return verdict in KINDS_OF_VERDICT and verdict != self.expect.removeprefix("not ")
+        return verdict == self.expect
 
     def apply(self, spec: Spec) -> Spec:
         """``spec`` with the changes, validated as the same parameter type."""
@@ -211,10 +222,10 @@ class Claim:
     ``verdict == source_verdict``. ``expected_failure`` holds the measured reason when the claim
     honestly does not reproduce (the test suite marks it xfail, the report says so), in the modes
     named by ``expected_failure_modes`` (a quick configuration can be too small for an effect
-    that the full one shows, or the other way round). ``paper`` is the source's own budget where
-    it differs from full mode (hours, never run in CI); without one, full mode is the source's
-    budget. A ``parallel`` claim spreads its own work over ``ctx.execution``; the runner gives it
-    all the workers and runs it alone. ``rule`` is the declared verdict rule (see
+    that the full one shows, or the other way round), or one reason per mode (a dict). ``paper``
+    is the source's own budget where it differs from full mode (hours, never run in CI); without
+    one, full mode is the source's budget. A ``parallel`` claim spreads its own work over
+    ``ctx.execution``; the runner gives it all the workers and runs it alone. ``rule`` is the declared verdict rule (see
     :mod:`catalogue.rules`); a claim without one still returns its own verdict.
 
     ``kind`` says how the claim can fail: an ``identity`` is exact algebra (only a bug breaks it),
@@ -234,7 +245,7 @@ class Claim:
     quick: Spec
     full: Spec
     check: Callable[[Any, ClaimContext], Outcome]
-    expected_failure: str | None = None
+    expected_failure: str | dict[str, str] | None = None
     expected_failure_modes: tuple[str, ...] = ("quick", "full")
     parallel: bool = False
     paper: Spec | None = None
@@ -254,6 +265,8 @@ class Claim:
     def expected_failure_in(self, mode: str) -> str | None:
         """The measured reason the claim does not reproduce in ``mode`` (custom runs count as full)."""
         mode = mode if mode in MODES else "full"
+        if isinstance(self.expected_failure, dict):
+            return self.expected_failure.get(mode)
         return self.expected_failure if mode in self.expected_failure_modes else None
 
     @property

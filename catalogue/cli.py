@@ -21,6 +21,7 @@ from pydantic import Field, TypeAdapter, ValidationError, create_model
 from tabulate import tabulate
 
 from catalogue import registry, store
+from catalogue.atomic import atomic_write_text
 from catalogue.claim import FAMILIES, MODES, Claim
 from catalogue.record import Record
 from catalogue.report import CHECK_HEADERS, check_rows, format_value, seed_rows
@@ -195,9 +196,11 @@ def _cmd_show(args) -> int:
     print(f"source: {claim.source.cite()}" + (f" (seed {claim.source.seed})" if claim.source.seed else ""))
     print(f"kind: {claim.kind}" + (f"; full mode pools seeds 0–{claim.seeds - 1}" if claim.seeds > 1 else ""))
     print(f"source says: {claim.source_verdict}")
-    if claim.expected_failure:
-        modes = " and ".join(claim.expected_failure_modes)
-        print(f"does not reproduce here ({modes} mode): {claim.expected_failure}")
+    reasons: dict[str, list[str]] = {}  # reason → the modes it is given for
+    for mode in claim.expected_failure_modes if claim.expected_failure else ():
+        reasons.setdefault(claim.expected_failure_in(mode), []).append(mode)
+    for reason, modes in reasons.items():
+        print(f"does not reproduce here ({' and '.join(modes)} mode): {reason}")
     if claim.rule is not None:
         print(f"verdict rule: {claim.rule.describe()}")
     for control in claim.controls:
@@ -386,7 +389,7 @@ def _surprises(stored: list[Record], committed: dict[str, Record]) -> list[str]:
 
 
 def _cmd_report(args) -> int:
-    from catalogue.report import write_report
+    from catalogue.report import readme_claims_table, replace_readme_table, write_report
 
     results = Path(args.results)
     if not results.is_dir():
@@ -405,6 +408,13 @@ def _cmd_report(args) -> int:
     path = write_report(
         records, Path(args.out), stale=stale, paper=scanned.paper_records, controls=scanned.control_records
     )
+    if args.readme:
+        readme = Path(args.readme)
+        table = readme_claims_table(records, scanned.paper_records, scanned.control_records)
+        try:
+            atomic_write_text(readme, replace_readme_table(readme.read_text(encoding="utf-8"), table))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--readme: {readme}: {exc}") from None
     left_out = sum(c.record is None for c in scanned.checks)
     print(
         f"wrote {path} from {len(records)} record(s)"
@@ -555,6 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write REPORT.md (and report/figures/) from the records")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--out", default="REPORT.md", help="the report's file (figures go to report/figures beside it)")
+    p.add_argument(
+        "--readme", metavar="FILE", help="also rewrite the claims table between its markers in FILE (README.md)"
+    )
     p.add_argument("--strict", action="store_true", help=strict)
     p.set_defaults(func=_cmd_report)
 

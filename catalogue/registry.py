@@ -39,7 +39,7 @@ def register(
     params: type[Spec],
     quick: dict[str, Any],
     full: dict[str, Any],
-    expected_failure: str | None = None,
+    expected_failure: str | dict[str, str] | None = None,
     expected_failure_modes: tuple[str, ...] = ("quick", "full"),
     parallel: bool = False,
     paper: dict[str, Any] | None = None,
@@ -62,8 +62,10 @@ def register(
             raise ValueError(f"claim id {id!r} must be <family>.<slug> with family in {FAMILIES}")
         if id in _CLAIMS:
             raise ValueError(f"claim id {id!r} registered twice")
-        if not expected_failure_modes or not set(expected_failure_modes) <= set(MODES):
-            raise ValueError(f"{id}: expected_failure_modes must name some of {MODES}, got {expected_failure_modes!r}")
+        # one reason per mode: the modes are its keys
+        modes = tuple(expected_failure) if isinstance(expected_failure, dict) else expected_failure_modes
+        if not modes or not set(modes) <= set(MODES):
+            raise ValueError(f"{id}: expected_failure_modes must name some of {MODES}, got {modes!r}")
         if seeds < 1:
             raise ValueError(f"{id}: seeds must be at least 1, got {seeds}")
         if kind not in KINDS:
@@ -91,7 +93,7 @@ def register(
             full=specs["full"],
             check=check,
             expected_failure=expected_failure,
-            expected_failure_modes=expected_failure_modes,
+            expected_failure_modes=modes,
             parallel=parallel,
             paper=None if paper is None else params.model_validate(paper),
             rule=rule,

@@ -5,7 +5,10 @@ The report reads records only; every figure is drawn from the numbers a claim st
 
 from __future__ import annotations
 
+import csv
+import io
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -232,6 +235,7 @@ def kind_counts(records: list[Record]) -> str:
 
 
 CHECK_HEADERS = ["verdict rule", "measured", "→", "why this threshold"]
+EVIDENCE = ["evidence", "value"]
 
 
 def check_rows(record: Record) -> list[list[str]]:
@@ -242,6 +246,21 @@ def check_rows(record: Record) -> list[list[str]]:
         prefix = {"test": "", "requires": "requires ", "witness": "counterexample: "}[check.role]
         rows.append([f"{prefix}{check.rule}", format_value(check.value), outcome, check.why])
     return rows
+
+
+def _checks(record: Record) -> list[str]:
+    """The rule as applied; a long one (a rule over each population, each cell) opens with its counts
+    and the checks that did not hold, the whole list folded."""
+    rows = check_rows(record)
+    if len(rows) <= LONG_TABLE:
+        return _table("verdict rule, applied", rows, CHECK_HEADERS)
+    counts = Counter(c.verdict for c in record.checks)
+    summary = ", ".join(f"{counts[v]} {v}" for v in ("holds", "inconclusive", "refuted") if counts[v])
+    lines = [f"*{len(rows)} checks of the verdict rule: {summary}.*", ""]
+    misses = [row for row, check in zip(rows, record.checks, strict=True) if check.verdict != "holds"]
+    if misses:
+        lines += _table("checks that did not hold", misses, CHECK_HEADERS, named=True)
+    return lines + _table("verdict rule, applied", rows, CHECK_HEADERS)
 
 
 def seed_rows(record: Record) -> tuple[list[str], list[list[Any]]]:
@@ -306,6 +325,25 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _data_table(
+    name: str, rows: list[list[Any]], headers: list[str], data: Path, report_dir: Path, named: bool = True
+) -> list[str]:
+    """A table in the report; one longer than LONG_TABLE rows goes to the CSV ``data`` (linked; GitHub
+    shows it as a table), so the report stays short."""
+    if len(rows) <= LONG_TABLE:
+        return _table(name, rows, headers, named=named)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows(rows)
+    atomic_write_text(data, buf.getvalue())
+    return [f"*{name}*: {len(rows)} rows in [{data.name}]({os.path.relpath(data, report_dir)})", ""]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
+
+
 def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str | None, suffix: str = "") -> list[str]:
     lines = []
     if stale:
@@ -317,17 +355,27 @@ def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str 
     if record.notes:
         lines += [record.notes, ""]
     if record.checks:
-        lines += [tabulate(check_rows(record), headers=CHECK_HEADERS, tablefmt="github"), ""]
+        lines += _checks(record)
     if record.seeds:
         lines += _seeds_table(record)
+    data = report_dir / "report" / "data"
+    stem = f"{anchor(record.claim_id)}{suffix.replace('@', '-')}"
     if record.evidence:
-        rows = [[f"`{k}`", _data_link(v, report_dir) or format_value(v)] for k, v in flat_items(record.evidence)]
-        lines += _table("evidence", rows, ["evidence", "value"])
+        items = flat_items(record.evidence)
+        links = {k: link for k, v in items if (link := _data_link(v, report_dir))}
+        if len(items) <= LONG_TABLE:
+            lines += _table("evidence", [[f"`{k}`", links.get(k) or format_value(v)] for k, v in items], EVIDENCE)
+        else:  # the numbers to a CSV, the links to data files stay in the report
+            rows = [[k, format_value(v)] for k, v in items if k not in links]
+            lines += _data_table("evidence", rows, ["evidence", "value"], data / f"{stem}-evidence.csv", report_dir)
+            lines += _table("data", [[f"`{k}`", link] for k, link in links.items()], EVIDENCE) if links else []
     if record.thresholds:
         rows = [[f"`{k}`", format_value(v)] for k, v in record.thresholds.items()]
-        lines += _table("thresholds", rows, ["threshold", "value"])
+        # the record's ``thresholds`` carries the check's settings (fit ranges, solver tolerances); the rule decides
+        lines += _table("settings", rows, ["setting of the check", "value"])
     for table in record.tables:
-        lines += _table(table.name, [[format_value(c) for c in row] for row in table.rows], table.headers, named=True)
+        rows = [[format_value(c) for c in row] for row in table.rows]
+        lines += _data_table(table.name, rows, table.headers, data / f"{stem}-{_slug(table.name)}.csv", report_dir)
     for figure in record.figures:
         path = figure_dir / f"{record.claim_id}{suffix}-{figure.name}.png"
         _draw(figure, path)
@@ -514,6 +562,44 @@ def _controls_header(records: list[Record], controls: Controls) -> str:
         "independent seeds into their verdict (per-seed verdicts in their sections); the others run one seed, some "
         "of them pooling their own draws inside the check (their specs say how many)."
     )
+
+
+README_TABLE = ("<!-- claims-table: written by `catalogue report --readme README.md` -->", "<!-- /claims-table -->")
+
+
+def readme_claims_table(records: dict[str, Record], paper: dict[str, Record], controls: Controls) -> str:
+    """The README's table of every claim (full mode): kind, the source's verdict and ours, agreement,
+    the paper-budget verdict, how many controls turn it, and its headline number."""
+    rows = []
+    for claim_id in sorted(records):
+        r = records[claim_id]
+        rows.append(
+            [
+                f"`{claim_id}`",
+                r.kind,
+                r.source_verdict,
+                f"{r.verdict}{_seed_text(r)}",
+                "yes" if r.agrees else "**no**",
+                paper[claim_id].verdict if claim_id in paper else "—",
+                control_summary(r, controls),
+                _cut(headline(r), 60),
+            ]
+        )
+    headers = ["claim", "kind", "source says", "verdict (full)", "agrees", "paper budget", "controls turn", "headline"]
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def replace_readme_table(text: str, table: str) -> str:
+    """``text`` with the block between the README_TABLE markers replaced by ``table``.
+
+    Raises:
+        ValueError: the markers are missing.
+    """
+    start, end = README_TABLE
+    if start not in text or end not in text:
+        raise ValueError(f"the README has no claims table markers ({start} … {end})")
+    head, rest = text.split(start, 1)
+    return f"{head}{start}\n{table}\n{end}{rest.split(end, 1)[1]}"
 
 
 def write_report(

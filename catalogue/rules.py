@@ -14,8 +14,12 @@ of the claim's parameters) or :func:`measured` (another evidence quantity)):
 - :class:`AtLeast` ``q ≥ holds`` (``>`` with ``strict``), the mirror image;
 - :class:`Near` ``|q − target| ≤ tolerance``, else refuted;
 - :class:`Between` ``low ≤ q ≤ high``, else refuted;
+- :class:`IntervalAbove` a measured interval ``[lo, hi]`` (a confidence interval) wholly at or above
+  a cut holds, wholly below refutes, straddling is inconclusive; :class:`IntervalBelow` the mirror;
 - :class:`IsTrue` a measured yes/no: true holds, false refutes;
 - :class:`AllOf` refuted if any part refutes, holds if every part holds, else inconclusive;
+- :class:`Each` a rule applied to every entry of a measured mapping (each population, each power c);
+- :class:`Supports` a part that can make the verdict hold but not refute it (failing: inconclusive);
 - :class:`Given` a precondition (a rule that must hold) before a test: unmet, the verdict is
   inconclusive whatever the test says ("Lanczos did not converge: no verdict");
 - :class:`Counterexample` for a universal statement ("every flattest interpolator generalizes"):
@@ -48,8 +52,12 @@ __all__ = [
     "AtLeast",
     "Near",
     "Between",
+    "IntervalAbove",
+    "IntervalBelow",
     "IsTrue",
     "AllOf",
+    "Each",
+    "Supports",
     "Given",
     "Counterexample",
     "lookup",
@@ -165,8 +173,9 @@ class Rule(ABC):
     def describe(self) -> str:
         """The rule in words, thresholds named as declared (for the report and ``catalogue show``)."""
 
-    def reads(self) -> list[str]:
-        """The evidence paths the rule reads: its quantity and every :func:`measured` threshold."""
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        """The evidence paths the rule reads: its quantity and every :func:`measured` threshold
+        (:class:`Each` needs ``evidence`` to name its entries' paths)."""
         quantity = getattr(self, "quantity", None)
         refs = [v.path for v in vars(self).values() if isinstance(v, Ref) and v.source == "evidence"]
         return ([quantity] if isinstance(quantity, str) else []) + refs
@@ -349,6 +358,82 @@ class Between(_TwoSided):
         )
 
 
+def _interval(raw: Any) -> tuple[float, float] | None:
+    """``(lo, hi)`` from a measured pair of finite numbers with lo ≤ hi, None otherwise."""
+    if not isinstance(raw, list | tuple) or len(raw) != 2:
+        return None
+    lo, hi = _number(raw[0]), _number(raw[1])
+    return None if lo is None or hi is None or lo > hi else (lo, hi)
+
+
+@dataclass(frozen=True)
+class _Interval(Rule):
+    quantity: str
+    cut: Threshold
+    why: str
+    strict: bool = False
+
+    op: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        _require_why(self)
+
+    @abstractmethod
+    def _verdict(self, lo: float, hi: float, cut: float) -> Verdict: ...
+
+    def _text(self, shown: str) -> str:
+        op = {"≥": ">", "≤": "<"}[self.op] if self.strict else self.op
+        other = "below" if self.op == "≥" else "above"
+        return f"{self.quantity} wholly {op} {shown} (refuted wholly {other})"
+
+    def describe(self) -> str:
+        return self._text(str(self.cut))
+
+    def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
+        raw = lookup(evidence, self.quantity)
+        cut = _number(self._resolve(self.cut, evidence, params))
+        if cut is None:
+            raise ValueError(f"rule on {self.quantity!r}: the cut {self.cut} is not a finite number")
+        interval = _interval(raw)
+        verdict: Verdict = "inconclusive" if interval is None else self._verdict(*interval, cut)
+        check = Check(
+            rule=self._text(_named(self.cut, cut)),
+            quantity=self.quantity,
+            value=raw,
+            threshold=cut,
+            verdict=verdict,
+            why=self.why,
+        )
+        return Decision(verdict, [check])
+
+
+@dataclass(frozen=True)
+class IntervalAbove(_Interval):
+    """An interval ``[lo, hi]`` (a confidence interval) against a cut: holds if ``lo ≥ cut`` (``>``
+    with ``strict``), refuted if ``hi < cut``, inconclusive when it straddles the cut or is not a
+    pair of finite numbers."""
+
+    op: str = field(default="≥", init=False)
+
+    def _verdict(self, lo: float, hi: float, cut: float) -> Verdict:
+        if lo > cut or (lo == cut and not self.strict):
+            return "holds"
+        return "refuted" if hi < cut else "inconclusive"
+
+
+@dataclass(frozen=True)
+class IntervalBelow(_Interval):
+    """The mirror of :class:`IntervalAbove`: holds if ``hi ≤ cut`` (``<`` with ``strict``), refuted
+    if ``lo > cut``, otherwise inconclusive."""
+
+    op: str = field(default="≤", init=False)
+
+    def _verdict(self, lo: float, hi: float, cut: float) -> Verdict:
+        if hi < cut or (hi == cut and not self.strict):
+            return "holds"
+        return "refuted" if lo > cut else "inconclusive"
+
+
 @dataclass(frozen=True)
 class IsTrue(Rule):
     """A measured yes/no: ``True`` holds, ``False`` refutes, anything else is inconclusive."""
@@ -391,8 +476,8 @@ class AllOf(Rule):
     def describe(self) -> str:
         return " and ".join(f"({p.describe()})" if isinstance(p, AllOf | Given) else p.describe() for p in self.parts)
 
-    def reads(self) -> list[str]:
-        return [path for part in self.parts for path in part.reads()]
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        return [path for part in self.parts for path in part.reads(evidence)]
 
     def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
         decisions = [p.decide(evidence, params) for p in self.parts]
@@ -409,8 +494,8 @@ class Given(Rule):
     def describe(self) -> str:
         return f"given {self.requires.describe()}: {self.then.describe()}"
 
-    def reads(self) -> list[str]:
-        return self.requires.reads() + self.then.reads()
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        return self.requires.reads(evidence) + self.then.reads(evidence)
 
     def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
         pre = self.requires.decide(evidence, params)
@@ -434,10 +519,80 @@ class Counterexample(Rule):
     def describe(self) -> str:
         return f"refuted by a counterexample: {self.witness.describe()}"
 
-    def reads(self) -> list[str]:
-        return self.witness.reads()
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        return self.witness.reads(evidence)
 
     def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
         found = self.witness.decide(evidence, params)
         checks = [c.model_copy(update={"role": "witness"}) for c in found.checks]
         return Decision("refuted" if found.verdict == "holds" else "inconclusive", checks)
+
+
+@dataclass(frozen=True)
+class Each(Rule):
+    """``rule`` applied to every entry of the measured mapping at ``path`` (each population, each
+    power c), its quantities read inside the entry: refuted if an entry refutes, holds if every
+    entry holds; an empty mapping decides nothing (inconclusive). Checks are named
+    ``path.<key>.<quantity>``."""
+
+    path: str
+    rule: Rule
+
+    def describe(self) -> str:
+        return f"for each entry of {self.path}: {self.rule.describe()}"
+
+    def _entries(self, evidence: Mapping[str, Any]) -> Mapping[str, Any]:
+        entries = lookup(evidence, self.path)
+        if not isinstance(entries, Mapping):
+            raise ValueError(f"rule on {self.path!r}: each needs a mapping, the results have {type(entries).__name__}")
+        return entries
+
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        if evidence is None:
+            return [self.path]
+        return [
+            f"{self.path}.{key}.{path}"
+            for key, entry in self._entries(evidence).items()
+            for path in self.rule.reads(entry)
+        ]
+
+    def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
+        entries = self._entries(evidence)
+        if not entries:
+            empty = Check(
+                rule=self.describe(),
+                quantity=self.path,
+                value={},
+                threshold=None,
+                verdict="inconclusive",
+                why="nothing was measured to apply the rule to: no verdict",
+            )
+            return Decision("inconclusive", [empty])
+        verdicts, checks = [], []
+        for key, entry in entries.items():
+            decision = self.rule.decide(entry, params)
+            verdicts.append(decision.verdict)
+            for c in decision.checks:
+                name = f"{self.path}.{key}.{c.quantity}"
+                checks.append(c.model_copy(update={"quantity": name, "rule": c.rule.replace(c.quantity, name, 1)}))
+        return Decision(combine(verdicts), checks)
+
+
+@dataclass(frozen=True)
+class Supports(Rule):
+    """A part that can make the verdict hold but not refute it: where ``rule`` refutes, the part is
+    inconclusive (a correlation not shown to be weak is not yet shown to be strong)."""
+
+    rule: Rule
+
+    def describe(self) -> str:
+        return f"{self.rule.describe()} (supports; failing it decides nothing)"
+
+    def reads(self, evidence: Mapping[str, Any] | None = None) -> list[str]:
+        return self.rule.reads(evidence)
+
+    def decide(self, evidence: Mapping[str, Any], params: Any = None) -> Decision:
+        found = self.rule.decide(evidence, params)
+        weaken = {"refuted": "inconclusive"}
+        checks = [c.model_copy(update={"verdict": weaken.get(c.verdict, c.verdict)}) for c in found.checks]
+        return Decision(weaken.get(found.verdict, found.verdict), checks)

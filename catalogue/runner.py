@@ -110,7 +110,6 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
     claim = registry.get(job.claim_id)
     control = None if job.control is None else claim.control(job.control)
     params = claim.params.model_validate_json(job.params_json)
-    expected = control.expect if control else claim.source_verdict
     ctx = ClaimContext(
         spec_hash=job.spec_hash,
         seed=job.seed,
@@ -147,7 +146,7 @@ def _run_job(job: Job, out_dir: Path | None, execution: Execution) -> Record:
     return Record(
         **common,
         verdict=verdict,
-        agrees=verdict == expected,
+        agrees=control.came_out(verdict) if control else verdict == claim.source_verdict,
         evidence=outcome.evidence,
         thresholds=outcome.thresholds,
         checks=checks,
@@ -215,7 +214,7 @@ def _checked_values(claim: Claim, outcome: Outcome) -> dict[str, Any]:
     """What a seed's verdict rests on: every evidence path its rule reads (quantities and measured
     thresholds), or, for a claim that decides its own verdict, the evidence's top-level numbers."""
     if claim.rule is not None:
-        return {path: lookup(outcome.evidence, path) for path in dict.fromkeys(claim.rule.reads())}
+        return {path: lookup(outcome.evidence, path) for path in dict.fromkeys(claim.rule.reads(outcome.evidence))}
     return {k: v for k, v in outcome.evidence.items() if isinstance(v, int | float | bool)}
 
 

@@ -185,7 +185,7 @@ def check_record_file(path: Path | str) -> RecordCheck:
             "source": claim.source,
             "source_verdict": claim.source_verdict,
             "kind": claim.kind,
-            "agrees": record.verdict == (control.expect if control else claim.source_verdict),
+            "agrees": control.came_out(record.verdict) if control else record.verdict == claim.source_verdict,
         }
     )
     changed = provenance.changed_files(record.code_files, provenance.code_files(claim.check.__module__))

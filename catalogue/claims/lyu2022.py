@@ -351,14 +351,13 @@ class EoSParams(DynamicsParams):
         Between("bn_net_trailing_eos", param("band.0"), param("band.1"), why=_BAND),
     ),
     quick={**QUICK, "log_points": 60},
-    expected_failure=(
-        "quick mode's ReLU BN net (η = λ = 0.05) oscillates chaotically past the Edge of Stability: its trailing "
-        "η̃λ1 is 2.20 on the pinned AVX2 kernels (2.36 before; the trajectory follows the reduction order), just "
-        "above the band (1.8, 2.2), while the linear BN regression sits at 2.00. Full mode (η = λ = 0.02) over 5 "
-        "seeds is seed-dependent: the linear regression trails at 2.00 for every seed, the ReLU BN net at 2.10, "
-        "2.01, 1.68, 2.14 and 2.19 (seed 2 below the band)"
-    ),
-    expected_failure_modes=("quick", "full"),
+    expected_failure={
+        "quick": "quick mode's ReLU BN net (η = λ = 0.05) oscillates chaotically past the Edge of Stability: its "
+        "trailing η̃λ1 is 2.20 on the pinned AVX2 kernels (2.36 before; the trajectory follows the reduction order), "
+        "just above the band (1.8, 2.2), while the linear BN regression sits at 2.00",
+        "full": "seed-dependent: full mode (η = λ = 0.02) over 5 seeds has the linear BN regression trailing at 2.00 "
+        "for every seed, the ReLU BN net at 2.10, 2.01, 1.68, 2.14 and 2.19 (seed 2 below the band (1.8, 2.2))",
+    },
     full={
         **FULL,
         "bn_net_lr": 0.02,

@@ -166,3 +166,16 @@ def test_rescaled_tau_pairs_the_models_and_failures_are_counted(rows):
     assert before == kendall_tau(np.array([r["lambda_max"] for r in rest]), gap)
     assert after == kendall_tau(np.array([r["neuron_alpha:lambda_max"] for r in rest]), gap)
     assert benchmark.measure_failures(broken) == {"neuron_alpha:lambda_max": 1, "trace": 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("oracle_measure", "gap"), ("shuffled_measures", ("trace", "sharpest")), ("baselines", ("l3_norm",))],
+)
+def test_a_control_or_panel_naming_an_unknown_measure_is_rejected_with_its_field(field, value):
+    from pydantic import ValidationError
+
+    from catalogue.claims.benchmark import SharpnessParams
+
+    with pytest.raises(ValidationError, match=field):
+        SharpnessParams(**{field: value})

@@ -116,10 +116,17 @@ ROOT = RECORDS.parents[1]
 
 @pytest.mark.skipif(not FILES or not (ROOT / "REPORT.md").is_file(), reason="no committed records or report")
 def test_report_md_is_what_the_committed_records_give(tmp_path, capsys):
-    """`catalogue report --results report/records` rewrites REPORT.md byte for byte: the report holds
-    nothing the committed records do not (figures are redrawn into tmp_path)."""
+    """`catalogue report --results report/records --readme README.md` rewrites REPORT.md, the CSVs
+    of its long tables and README's claims table byte for byte: they hold nothing the committed
+    records do not (figures are redrawn into tmp_path)."""
     from catalogue.cli import main
 
-    assert main(["report", "--results", str(RECORDS), "--out", str(tmp_path / "REPORT.md")]) == 0
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    out = ["--out", str(tmp_path / "REPORT.md"), "--readme", str(readme)]
+    assert main(["report", "--results", str(RECORDS), *out]) == 0
     capsys.readouterr()
     assert (tmp_path / "REPORT.md").read_text() == (ROOT / "REPORT.md").read_text()
+    assert readme.read_text() == (ROOT / "README.md").read_text(), "README's claims table is not the records'"
+    for table in (tmp_path / "report" / "data").glob("*.csv"):  # the long tables REPORT.md links
+        assert table.read_text() == (ROOT / "report" / "data" / table.name).read_text(), table.name

@@ -1,3 +1,5 @@
+import pytest
+
 from catalogue import registry, runner, store
 from catalogue.claim import Figure, Series
 from catalogue.report import flat_items, render_report, write_report
@@ -65,3 +67,25 @@ def test_long_tables_fold_and_figures_keep_their_log_labels(tmp_path):
     assert "<details>" not in "\n".join(_table("t", short, ["a", "b"]))
     folded = "\n".join(_table("t", long, ["a", "b"]))
     assert folded.startswith("<details><summary>t (30 rows)</summary>") and folded.rstrip().endswith("</details>")
+
+
+def test_long_claim_tables_go_to_linked_csvs(tmp_path):
+    from catalogue.report import _data_table
+
+    data = tmp_path / "report" / "data" / "claim-t.csv"
+    short = _data_table("t", [[1, 2]], ["a", "b"], data, tmp_path)
+    assert not data.exists() and "|   a |" in "\n".join(short)
+    long = _data_table("t", [[i, f"x{i}"] for i in range(30)], ["a", "b"], data, tmp_path)
+    assert long[0] == "*t*: 30 rows in [claim-t.csv](report/data/claim-t.csv)"
+    lines = data.read_text().splitlines()
+    assert lines[0] == "a,b" and lines[-1] == "29,x29" and len(lines) == 31
+
+
+def test_the_readme_table_is_replaced_between_its_markers():
+    from catalogue.report import README_TABLE, replace_readme_table
+
+    start, end = README_TABLE
+    text = f"intro\n{start}\n| old |\n{end}\nrest\n"
+    assert replace_readme_table(text, "| new |") == f"intro\n{start}\n| new |\n{end}\nrest\n"
+    with pytest.raises(ValueError, match="markers"):
+        replace_readme_table("no table here", "| new |")

@@ -15,9 +15,13 @@ from catalogue.rules import (
     AtMost,
     Between,
     Counterexample,
+    Each,
     Given,
+    IntervalAbove,
+    IntervalBelow,
     IsTrue,
     Near,
+    Supports,
     lookup,
     measured,
     param,
@@ -142,6 +146,66 @@ def test_a_counterexample_refutes_and_its_absence_proves_nothing(flattest, error
         Counterexample(IsTrue("flattest", why=WHY), why="")
 
 
+@pytest.mark.parametrize(
+    ("ci", "strict", "expected"),
+    [
+        ([0.5, 0.7], False, "holds"),
+        ([0.45, 0.7], False, "holds"),
+        ([0.45, 0.7], True, "inconclusive"),
+        ([0.4, 0.7], False, "inconclusive"),
+        ([0.3, 0.44], False, "refuted"),
+        ([0.3, 0.45], True, "inconclusive"),
+        ([math.nan, 0.7], False, "inconclusive"),
+        ([0.7, 0.5], False, "inconclusive"),  # not an interval
+        (0.5, False, "inconclusive"),
+    ],
+)
+def test_interval_above_decides_only_when_the_whole_interval_is_on_one_side(ci, strict, expected):
+    rule = IntervalAbove("slope_ci", measured("cut"), why=WHY, strict=strict)
+    decision = rule.decide({"slope_ci": ci, "cut": 0.45})
+    assert decision.verdict == expected
+    assert decision.checks[0].threshold == 0.45
+
+
+@pytest.mark.parametrize(
+    ("ci", "expected"),
+    [([-0.5, -0.1], "holds"), ([-0.5, 0.0], "inconclusive"), ([-0.1, 0.2], "inconclusive"), ([0.1, 0.2], "refuted")],
+)
+def test_interval_below_is_the_mirror(ci, expected):
+    rule = IntervalBelow("slope_ci", 0, why=WHY, strict=True)
+    assert rule.decide({"slope_ci": ci}).verdict == expected
+    assert rule.describe() == "slope_ci wholly < 0 (refuted wholly above)"
+
+
+def test_each_applies_its_rule_to_every_entry_and_names_the_checks():
+    rule = Each("by_power", IntervalAbove("ci", measured("cut"), why=WHY))
+    evidence = {"by_power": {"c1": {"ci": [0.5, 0.6], "cut": 0.45}, "c2": {"ci": [0.5, 0.7], "cut": 0.6}}}
+    decision = rule.decide(evidence)
+    assert decision.verdict == "inconclusive"
+    assert [c.quantity for c in decision.checks] == ["by_power.c1.ci", "by_power.c2.ci"]
+    assert decision.checks[1].rule.startswith("by_power.c2.ci wholly ≥ cut (0.6)")
+    assert rule.reads(evidence) == ["by_power.c1.ci", "by_power.c1.cut", "by_power.c2.ci", "by_power.c2.cut"]
+    assert rule.reads() == ["by_power"]
+    evidence["by_power"]["c2"]["ci"] = [0.1, 0.2]
+    assert rule.decide(evidence).verdict == "refuted"
+    evidence["by_power"]["c2"]["ci"] = [0.7, 0.8]
+    assert rule.decide(evidence).verdict == "holds"
+
+
+def test_each_on_nothing_decides_nothing_and_on_a_non_mapping_is_a_bug():
+    rule = Each("populations", AtLeast("tau", 0, why=WHY))
+    assert rule.decide({"populations": {}}).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="mapping"):
+        rule.decide({"populations": [1, 2]})
+
+
+@pytest.mark.parametrize(("tau", "expected"), [(0.1, "holds"), (0.5, "inconclusive"), (math.nan, "inconclusive")])
+def test_a_supporting_part_never_refutes(tau, expected):
+    decision = Supports(AtMost("abs_tau", 0.3, why=WHY, strict=True)).decide({"abs_tau": tau})
+    assert decision.verdict == expected
+    assert decision.checks[0].verdict == expected
+
+
 def test_a_rule_names_every_evidence_path_it_reads():
     rule = Given(
         IsTrue("converged", why=WHY),
@@ -165,6 +229,8 @@ def test_a_threshold_needs_its_why():
         lambda: Near("x", 1, 1, why=""),
         lambda: Between("x", 0, 1, why=""),
         lambda: IsTrue("x", why=""),
+        lambda: IntervalAbove("x", 0, why=""),
+        lambda: IntervalBelow("x", 0, why=""),
     ):
         with pytest.raises(ValueError, match="needs its why"):
             make()
