@@ -92,7 +92,9 @@ def test_a_ruled_verdict_follows_from_its_own_evidence(path):
     assert [c.model_dump(mode="json") for c in decision.checks] == [c.model_dump(mode="json") for c in record.checks]
     if record.seeds:
         assert record.verdict == across_seeds(r.verdict for r in record.seeds)
-        assert record.seeds[0].values == {path: lookup(record.evidence, path) for path in claim.rule.reads()}
+        assert record.seeds[0].values == {
+            path: lookup(record.evidence, path) for path in claim.rule.reads(record.evidence)
+        }
         for run in record.seeds:  # each seed's verdict follows from its stored values under the same rule
             assert (
                 claim.rule.decide(_nested(run.values), claim.params.model_validate(record.spec)).verdict == run.verdict
