@@ -21,11 +21,11 @@ import torch
 from tabulate import tabulate
 from threadpoolctl import threadpool_limits
 
-from catalogue.benchmark import RESCALINGS
 from catalogue.claims.benchmark import FULL_POPULATIONS, QUICK_POPULATIONS
-from catalogue.measures import panel_for
+from constructions.population_rows import RESCALINGS
 from constructions.populations import train_model
 from evaluators import Objective
+from evaluators.panel import panel_for
 
 
 def time_member(spec, seed: int) -> tuple[float, int, bool, dict[str, float]]:

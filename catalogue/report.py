@@ -455,12 +455,12 @@ def render_report(
         ]
         for r in ordered
     ]
-    headers = ["claim", "kind", "source", "ours", "seeds", "agrees", "paper budget", "headline"]
+    headers = ["claim", "kind", "source", "ours", "seeds", "agrees", "paper", "headline"]
     lines += [tabulate(rows, headers=headers, tablefmt="github"), ""]
     lines += [f"[{anchor(r.claim_id)}]: #{anchor(r.claim_id)}" for r in ordered]
     lines += [
         "",
-        "*ours*: the full-mode verdict (pooled over *seeds* where there are several); *paper budget*: the verdict at "
+        "*ours*: the full-mode verdict (pooled over *seeds* where there are several); *paper*: the verdict at "
         "the source's own budget where it differs from full mode; controls and every number are in each claim's "
         "section (`catalogue show ID` prints one claim).",
         "",

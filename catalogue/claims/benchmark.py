@@ -5,8 +5,8 @@ ReLU nets on P_xor (with and without bias), and bias-free two-layer ReLU nets on
 Every model is trained to its stopping criterion (the ones that do not reach it are recorded and
 left out), measured with the whole panel as trained and after two random rescalings, and
 scored by Kendall τ (bootstrap CI), Jiang et al.'s granulated Ψ (bootstrap CI over groups) and the
-PGDL conditional mutual information (``catalogue.scoring``). The three claims share one set of
-populations: each model is trained once and cached by its spec (``catalogue.benchmark``).
+PGDL conditional mutual information (``evaluators.scores``). The three claims share one set of
+populations: each model is trained once and cached by its spec (``catalogue.population_cache``).
 """
 
 from __future__ import annotations
@@ -18,24 +18,15 @@ from pydantic import Field, model_validator
 
 from catalogue import seeding
 from catalogue.atomic import atomic_write_text
-from catalogue.benchmark import (
-    MEASURES,
-    RESCALINGS,
-    Scores,
-    included,
-    measure_failures,
-    measure_population,
-    population_scores,
-    population_table,
-    rescaled_tau,
-)
 from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source, Table
-from catalogue.measures import INVARIANCE
+from catalogue.population_cache import measure_population, population_scores, population_table
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Each, Supports, measured, param
-from catalogue.scoring import grid_completeness
+from constructions.population_rows import MEASURES, RESCALINGS
 from constructions.populations import DigitsModel, MultiIndexModel, Population, XorModel
 from constructions.specs import PositiveFloat, PositiveInt, Spec
+from evaluators.panel import INVARIANCE
+from evaluators.scores import Scores, grid_completeness, included, measure_failures, rescaled_tau
 
 JIANG = Source(
     paper="Jiang, Neyshabur, Mobahi, Krishnan, Bengio 2020 (ICLR), Fantastic generalization measures",
@@ -584,7 +575,7 @@ def rescaling_breaks_rankings(p: RescalingParams, ctx: ClaimContext) -> Outcome:
         ],
         notes=(
             "τ before and after are over the included models where both values are finite; each measure's largest "
-            "|Δτ| over the populations is scored. Theory from catalogue.measures.INVARIANCE (the invariance audit's "
+            "|Δτ| over the populations is scored. Theory from evaluators.panel.INVARIANCE (the invariance audit's "
             "table); PAC-Bayes magnitude-aware flatness has no exact prediction (its ε floor) and is not scored. Every "
             "model's function is unchanged by both rescalings up to round-off (max_rescale_function_change). "
             "Independent per-neuron factors over a wide layer have nearly the same extremes for every model, so they "

@@ -11,7 +11,6 @@ import torch
 from pydantic import Field, model_validator
 
 from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
-from catalogue.measures import INVARIANCE, PANEL, panel_for
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Each, param
 from catalogue.verdicts import worst
@@ -20,6 +19,7 @@ from constructions.mlp_regression import build_mlp_regression
 from constructions.specs import Grid, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
 from constructions.training import train_lbfgs
 from evaluators import Objective, mse
+from evaluators.panel import INVARIANCE, PANEL, panel_for
 
 SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale", "ln_scale")
 

@@ -1,4 +1,5 @@
-"""The benchmark machinery: per-model rows, rescaling, caching, the tidy table and parallel runs."""
+"""The benchmark's rows (constructions.population_rows), their cache and table (catalogue.population_cache),
+the row-level scores (evaluators.scores) and parallel runs."""
 
 import csv
 import io
@@ -7,11 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from catalogue import benchmark
+from catalogue import population_cache
 from catalogue.claim import ClaimContext
-from catalogue.measures import INVARIANCE
 from catalogue.parallel import Execution
+from constructions import population_rows
 from constructions.populations import Population, XorModel
+from evaluators import scores
+from evaluators.panel import INVARIANCE
 
 POP = Population(
     base=XorModel(d=6, n=24, width=16, lr=0.1, batch_size=8, max_epochs=500, n_test=100),
@@ -25,8 +28,8 @@ def _ctx(tmp_path, n_jobs=1):
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    benchmark._MEMO.clear()
-    return benchmark.measure_population(POP, "xor", _ctx(tmp_path_factory.mktemp("bench")), rescale_max=10.0)
+    population_cache._MEMO.clear()
+    return population_cache.measure_population(POP, "xor", _ctx(tmp_path_factory.mktemp("bench")), rescale_max=10.0)
 
 
 def test_rows_cover_the_grid_and_the_panel(rows):
@@ -34,12 +37,12 @@ def test_rows_cover_the_grid_and_the_panel(rows):
     for r in rows:
         assert r["converged"] and r["measure_failures"] == ""
         assert r["gap"] == pytest.approx(r["test_error"] - r["train_error"])
-        for m in benchmark.MEASURES:
-            assert f"{m}_err" in r and all(f"{kind}:{m}" in r for kind in benchmark.RESCALINGS)
+        for m in population_rows.MEASURES:
+            assert f"{m}_err" in r and all(f"{kind}:{m}" in r for kind in population_rows.RESCALINGS)
     assert math.isfinite(rows[0]["symmetry_min_trace"]) and math.isnan(rows[2]["symmetry_min_trace"])  # bias: n/a
 
 
-@pytest.mark.parametrize("kind", list(benchmark.RESCALINGS))
+@pytest.mark.parametrize("kind", list(population_rows.RESCALINGS))
 def test_rescaling_preserves_the_function_and_the_invariant_measures(rows, kind):
     """Invariant measures agree to 1e-6 relative (round-off through HVPs and ascent steps is ~1e-10);
     λ1 and ‖θ‖ change by more than 1% under α ∈ [1/10, 10]."""
@@ -54,7 +57,7 @@ def test_rescaling_preserves_the_function_and_the_invariant_measures(rows, kind)
             assert abs(r[f"{kind}:{m}"] / r[m] - 1) > 1e-2
 
 
-@pytest.mark.parametrize("kind", list(benchmark.RESCALINGS))
+@pytest.mark.parametrize("kind", list(population_rows.RESCALINGS))
 def test_random_rescaling_draws_one_factor_per_neuron_or_per_layer(kind):
     import torch
 
@@ -62,7 +65,7 @@ def test_random_rescaling_draws_one_factor_per_neuron_or_per_layer(kind):
 
     torch.manual_seed(0)
     net = mlp(4, (5, 6), 2, bias=True).double()
-    out = benchmark.random_rescaling(net, kind, 10.0, torch.Generator().manual_seed(1))
+    out = population_rows.random_rescaling(net, kind, 10.0, torch.Generator().manual_seed(1))
     for k in (0, 2):  # the hidden Linear layers: their biases scaled by α
         alpha = out[k].bias / net[k].bias
         assert torch.all((alpha >= 0.1 - 1e-12) & (alpha <= 10 + 1e-12))
@@ -71,25 +74,25 @@ def test_random_rescaling_draws_one_factor_per_neuron_or_per_layer(kind):
     x = torch.randn(7, 4, dtype=torch.float64)
     assert torch.allclose(out(x), net(x), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="unknown rescaling"):
-        benchmark.random_rescaling(net, "permutation", 10.0, torch.Generator())
+        population_rows.random_rescaling(net, "permutation", 10.0, torch.Generator())
 
 
 def test_cached_models_are_not_retrained(tmp_path, rows, monkeypatch):
     ctx = _ctx(tmp_path)
-    benchmark._MEMO.clear()
-    first = benchmark.measure_population(POP, "xor", ctx, rescale_max=10.0)
-    benchmark._MEMO.clear()  # a new process: only the files remain
+    population_cache._MEMO.clear()
+    first = population_cache.measure_population(POP, "xor", ctx, rescale_max=10.0)
+    population_cache._MEMO.clear()  # a new process: only the files remain
 
     def fail(task):
         raise AssertionError("retrained a cached model")
 
-    monkeypatch.setattr(benchmark, "evaluate_model", fail)
-    again = benchmark.measure_population(POP, "xor", ctx, rescale_max=10.0)
+    monkeypatch.setattr(population_cache, "measure_member", fail)
+    again = population_cache.measure_population(POP, "xor", ctx, rescale_max=10.0)
     assert [r["key"] for r in again] == [r["key"] for r in first]
     assert again[0]["lambda_max"] == first[0]["lambda_max"] == rows[0]["lambda_max"]
     bigger = Population(base=POP.base, grid={**POP.grid, "lr": (0.1, 0.05)})
     with pytest.raises(AssertionError, match="retrained"):  # only the new members are trained
-        benchmark.measure_population(bigger, "xor", ctx, rescale_max=10.0)
+        population_cache.measure_population(bigger, "xor", ctx, rescale_max=10.0)
 
 
 def _same_rows(a_rows, b_rows):
@@ -100,22 +103,22 @@ def _same_rows(a_rows, b_rows):
 
 
 def test_loky_workers_give_the_same_rows(tmp_path, rows):
-    benchmark._MEMO.clear()
-    _same_rows(rows, benchmark.measure_population(POP, "xor", _ctx(tmp_path, n_jobs=2), rescale_max=10.0))
+    population_cache._MEMO.clear()
+    _same_rows(rows, population_cache.measure_population(POP, "xor", _ctx(tmp_path, n_jobs=2), rescale_max=10.0))
 
 
 def test_dask_workers_give_the_same_rows(tmp_path, rows):
     distributed = pytest.importorskip("dask.distributed")
-    benchmark._MEMO.clear()
+    population_cache._MEMO.clear()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         ctx = ClaimContext(
             "0" * 64, 0, "quick", artifacts=tmp_path, execution=Execution(2, "dask", cluster.scheduler_address)
         )
-        _same_rows(rows, benchmark.measure_population(POP, "xor", ctx, rescale_max=10.0))
+        _same_rows(rows, population_cache.measure_population(POP, "xor", ctx, rescale_max=10.0))
 
 
 def test_population_table_is_tidy_csv(rows):
-    text = benchmark.population_table(rows, POP.hyperparameters)
+    text = population_cache.population_table(rows, POP.hyperparameters)
     table = list(csv.DictReader(io.StringIO(text)))
     assert len(table) == 4
     header = list(table[0])
@@ -129,14 +132,14 @@ def test_population_table_is_tidy_csv(rows):
 def test_scores_use_included_models_only(rows):
     broken = [dict(r) for r in rows]
     broken[0]["converged"] = False
-    s = benchmark.score_population(broken, POP.hyperparameters, "lambda_max", np.random.default_rng(0), 50)
+    s = scores.score_population(broken, POP.hyperparameters, "lambda_max", np.random.default_rng(0), 50)
     assert s.models == 3
 
 
 def test_a_benchmark_claim_writes_its_table_through_the_runner(tmp_path):
     from catalogue import registry, runner
 
-    benchmark._MEMO.clear()  # so every model is trained and written under tmp_path
+    population_cache._MEMO.clear()  # so every model is trained and written under tmp_path
     claim = registry.get("benchmark.sharpness-predicts-gap")
     params = claim.params(populations={"xor": POP}, min_models=4, resamples=50)
     (record,) = runner.run_jobs(runner.plan_jobs([claim], "custom", 0, params), tmp_path)
@@ -157,15 +160,15 @@ def test_rescaled_tau_pairs_the_models_and_failures_are_counted(rows):
     broken = [dict(r) for r in rows]
     broken[1]["neuron_alpha:lambda_max"] = math.nan
     broken[1]["failed_measures"] = "neuron_alpha:lambda_max trace"
-    before, after, models = benchmark.rescaled_tau(broken, "lambda_max", "neuron_alpha")
+    before, after, models = scores.rescaled_tau(broken, "lambda_max", "neuron_alpha")
     assert models == 3
     rest = [r for i, r in enumerate(rows) if i != 1]
     gap = np.array([r["gap"] for r in rest])
-    from catalogue.scoring import kendall_tau
+    from evaluators.scores import kendall_tau
 
     assert before == kendall_tau(np.array([r["lambda_max"] for r in rest]), gap)
     assert after == kendall_tau(np.array([r["neuron_alpha:lambda_max"] for r in rest]), gap)
-    assert benchmark.measure_failures(broken) == {"neuron_alpha:lambda_max": 1, "trace": 1}
+    assert scores.measure_failures(broken) == {"neuron_alpha:lambda_max": 1, "trace": 1}
 
 
 @pytest.mark.parametrize(

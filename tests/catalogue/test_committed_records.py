@@ -132,3 +132,6 @@ def test_report_md_is_what_the_committed_records_give(tmp_path, capsys):
     assert readme.read_text() == (ROOT / "README.md").read_text(), "README's claims table is not the records'"
     for table in (tmp_path / "report" / "data").glob("*.csv"):  # the long tables REPORT.md links
         assert table.read_text() == (ROOT / "report" / "data" / table.name).read_text(), table.name
+    text = (ROOT / "REPORT.md").read_text()
+    summary = text[text.index("## Summary") :].split("\n\n")[1].splitlines()
+    assert len(summary) > 2 and all(len(row) <= 160 for row in summary), max(summary, key=len)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from catalogue import scoring
+from evaluators import scores
 
 
 @pytest.mark.parametrize(
@@ -20,35 +20,35 @@ from catalogue import scoring
     ],
 )
 def test_kendall_tau_matches_scipy_tau_b(x, y):
-    assert scoring.kendall_tau(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+    assert scores.kendall_tau(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
 
 
 def test_kendall_tau_matches_scipy_on_random_data_with_ties(rng):
     for _ in range(20):
         x, y = rng.integers(0, 5, 30), rng.normal(size=30)
-        assert scoring.kendall_tau(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
+        assert scores.kendall_tau(x, y) == pytest.approx(stats.kendalltau(x, y).statistic, abs=1e-12)
 
 
 def test_kendall_tau_a_counts_ties_as_zero():
     # pairs: (1,2) concordant, (1,3) concordant, (2,3) tied in x → (1 + 1 + 0) / 3
-    assert scoring.kendall_tau_a([1, 2, 2], [1, 2, 3]) == pytest.approx(2 / 3)
+    assert scores.kendall_tau_a([1, 2, 2], [1, 2, 3]) == pytest.approx(2 / 3)
 
 
 def test_nan_models_are_left_out():
     x, y = [1, 2, np.nan, 3], [1, 2, 100, 3]
-    assert scoring.kendall_tau(x, y) == pytest.approx(1.0)
-    assert math.isnan(scoring.kendall_tau([1, np.nan], [1, 2]))
-    assert math.isnan(scoring.kendall_tau([1, 1, 1], [1, 2, 3]))  # a constant measure ranks nothing
+    assert scores.kendall_tau(x, y) == pytest.approx(1.0)
+    assert math.isnan(scores.kendall_tau([1, np.nan], [1, 2]))
+    assert math.isnan(scores.kendall_tau([1, 1, 1], [1, 2, 3]))  # a constant measure ranks nothing
 
 
 def test_bootstrap_ci_brackets_tau_and_is_reproducible(rng):
     x = rng.normal(size=40)
     y = x + rng.normal(size=40)
-    tau, lo, hi = scoring.bootstrap_kendall(x, y, np.random.default_rng(3), resamples=400)
-    again = scoring.bootstrap_kendall(x, y, np.random.default_rng(3), resamples=400)
+    tau, lo, hi = scores.bootstrap_kendall(x, y, np.random.default_rng(3), resamples=400)
+    again = scores.bootstrap_kendall(x, y, np.random.default_rng(3), resamples=400)
     assert (tau, lo, hi) == again
     assert lo < tau < hi and 0 < lo
-    perfect = scoring.bootstrap_kendall(x, x, np.random.default_rng(3), resamples=100)
+    perfect = scores.bootstrap_kendall(x, x, np.random.default_rng(3), resamples=100)
     assert perfect == (1.0, 1.0, 1.0)
 
 
@@ -63,19 +63,19 @@ def test_granulated_kendall_hand_made():
     gap = 1.0 * h0 + 10.0 * h1 + 100.0 * h2
     # the measure follows h0 and h2 but runs against h1: ψ_h0 = 1, ψ_h1 = −1, ψ_h2 = 1
     measure = 1.0 * h0 - 10.0 * h1 + 100.0 * h2
-    g = scoring.granulated_kendall(measure, gap, hp)
+    g = scores.granulated_kendall(measure, gap, hp)
     assert g.per_hyperparameter == pytest.approx({"h0": 1.0, "h1": -1.0, "h2": 1.0})
     assert g.psi == pytest.approx(1 / 3)
     assert g.groups == {"h0": 6, "h1": 6, "h2": 4}
-    assert scoring.granulated_kendall(gap, gap, hp).psi == pytest.approx(1.0)
-    assert scoring.granulated_kendall(-gap, gap, hp).psi == pytest.approx(-1.0)
+    assert scores.granulated_kendall(gap, gap, hp).psi == pytest.approx(1.0)
+    assert scores.granulated_kendall(-gap, gap, hp).psi == pytest.approx(-1.0)
 
 
 def test_granulated_kendall_mixed_groups_and_ci():
     hp = _grid((2, 3))
     gap = np.arange(6.0)
     measure = np.array([0.0, 1.0, 2.0, 3.0, 5.0, 4.0])  # the last h1-group of three has one discordant pair
-    g = scoring.granulated_kendall(measure, gap, hp, np.random.default_rng(0), resamples=200)
+    g = scores.granulated_kendall(measure, gap, hp, np.random.default_rng(0), resamples=200)
     # h1 groups (h0 = 0): τ_a = 1; (h0 = 1): pairs (3,5),(3,4) concordant, (5,4) discordant → 1/3
     assert g.per_hyperparameter["h1"] == pytest.approx((1 + 1 / 3) / 2)
     assert g.per_hyperparameter["h0"] == pytest.approx(1.0)
@@ -85,14 +85,14 @@ def test_granulated_kendall_mixed_groups_and_ci():
 def test_granulated_kendall_skips_groups_broken_by_exclusion():
     hp = _grid((2, 2))
     measure = [1.0, 2.0, np.nan, 4.0]  # model (h0=1, h1=0) excluded: its groups have one model
-    g = scoring.granulated_kendall(measure, [1.0, 2.0, 3.0, 4.0], hp)
+    g = scores.granulated_kendall(measure, [1.0, 2.0, 3.0, 4.0], hp)
     assert g.groups == {"h0": 1, "h1": 1}
 
 
 def test_grid_completeness():
-    assert scoring.grid_completeness(_grid()) == (True, 12, 12)
+    assert scores.grid_completeness(_grid()) == (True, 12, 12)
     partial = {k: v[:-1] for k, v in _grid().items()}
-    assert scoring.grid_completeness(partial) == (False, 12, 11)
+    assert scores.grid_completeness(partial) == (False, 12, 11)
 
 
 def _mi_by_hand(a, b):
@@ -115,7 +115,7 @@ def test_cmi_empty_conditioning_set_is_normalized_mutual_information(rng):
     vg, vm = np.sign(gap[j] - gap[k]), np.sign(measure[j] - measure[k])
     p = np.mean(vg > 0)
     expected = _mi_by_hand(vm, vg) / -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
-    got = scoring.conditional_mutual_information(measure, gap, hp, conditioning_sets=[()])
+    got = scores.conditional_mutual_information(measure, gap, hp, conditioning_sets=[()])
     assert got.value == pytest.approx(expected, rel=1e-12)
     assert got.argmin == ()
 
@@ -123,8 +123,8 @@ def test_cmi_empty_conditioning_set_is_normalized_mutual_information(rng):
 def test_cmi_perfect_and_uninformative_measures():
     hp = _grid()
     gap = np.arange(12.0)
-    assert scoring.conditional_mutual_information(gap, gap, hp).value == pytest.approx(1.0)
-    assert scoring.conditional_mutual_information(np.ones(12), gap, hp).value == pytest.approx(0.0, abs=1e-12)
+    assert scores.conditional_mutual_information(gap, gap, hp).value == pytest.approx(1.0)
+    assert scores.conditional_mutual_information(np.ones(12), gap, hp).value == pytest.approx(0.0, abs=1e-12)
 
 
 def test_cmi_conditioning_removes_a_confounder():
@@ -133,7 +133,7 @@ def test_cmi_conditioning_removes_a_confounder():
     h0 = np.array(hp["h0"], dtype=float)
     gap = 10 * h0 + np.arange(12.0) / 100
     measure = h0 + 0.0
-    res = scoring.conditional_mutual_information(measure, gap, hp)
+    res = scores.conditional_mutual_information(measure, gap, hp)
     assert res.per_set[()] > 0.5
     assert res.per_set[("h0",)] == pytest.approx(0.0, abs=1e-12)
     assert res.value == pytest.approx(0.0, abs=1e-12) and "h0" in res.argmin
@@ -142,4 +142,4 @@ def test_cmi_conditioning_removes_a_confounder():
 
 def test_cmi_rejects_unknown_conditioning_hyperparameter():
     with pytest.raises(ValueError, match="unknown hyperparameter 'nope'"):
-        scoring.conditional_mutual_information([1, 2], [1, 2], {"h": [0, 1]}, conditioning_sets=[("nope",)])
+        scores.conditional_mutual_information([1, 2], [1, 2], {"h": [0, 1]}, conditioning_sets=[("nope",)])

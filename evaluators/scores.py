@@ -15,11 +15,16 @@
   variables), which is why that case is tested here.
 
 Every function ignores models whose measure or gap is NaN (a measure that does not apply).
+
+On a population's tidy rows (one dict per model, a column per measure, ``gap``, ``converged``):
+:func:`score_population` (τ with the gap and with the test metric, Ψ, CMI over the models that met
+their stopping criterion), :func:`rescaled_tau` and :func:`measure_failures`.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +40,11 @@ __all__ = [
     "grid_completeness",
     "ConditionalMI",
     "conditional_mutual_information",
+    "included",
+    "Scores",
+    "score_population",
+    "rescaled_tau",
+    "measure_failures",
 ]
 
 
@@ -262,3 +272,55 @@ def conditional_mutual_information(
         return ConditionalMI(float("nan"), (), {}, complete)
     argmin = min(per_set, key=per_set.get)
     return ConditionalMI(per_set[argmin], argmin, per_set, complete)
+
+
+def included(rows: Sequence[dict]) -> list[dict]:
+    """The models that met their stopping criterion."""
+    return [r for r in rows if r["converged"]]
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Scores of one measure on one population (τ against the gap and the test metric, Ψ, CMI)."""
+
+    tau: tuple[float, float, float]
+    tau_test: tuple[float, float, float]
+    psi: Granulated
+    cmi: ConditionalMI
+    models: int
+
+
+def score_population(
+    rows: Sequence[dict], hyperparameters: Sequence[str], column: str, rng: np.random.Generator, resamples: int
+) -> Scores:
+    """Scores of the measure in ``column`` over the included models (NaN values left out)."""
+    rows = included(rows)
+    mu = np.array([r[column] for r in rows], dtype=float)
+    gap = np.array([r["gap"] for r in rows], dtype=float)
+    test = np.array([r["test_error"] if math.isfinite(r["test_error"]) else r["test_loss"] for r in rows])
+    hp = {h: [r[h] for r in rows] for h in hyperparameters}
+    tau = bootstrap_kendall(mu, gap, rng, resamples=resamples)
+    tau_test = bootstrap_kendall(mu, test, rng, resamples=resamples)
+    psi = granulated_kendall(mu, gap, hp, rng, resamples=resamples) if hp else Granulated(math.nan, {}, {})
+    cmi = conditional_mutual_information(mu, gap, hp)
+    return Scores(tau, tau_test, psi, cmi, int(np.isfinite(mu).sum()))
+
+
+def rescaled_tau(rows: Sequence[dict], measure: str, rescaling: str) -> tuple[float, float, int]:
+    """Kendall τ with the gap of ``measure`` as trained and after ``rescaling``, over the included
+    models where both values are finite (so the change is the measure's, not the sample's); and how
+    many models that is."""
+    rows = [r for r in included(rows) if math.isfinite(r[measure]) and math.isfinite(r[f"{rescaling}:{measure}"])]
+    gap = np.array([r["gap"] for r in rows], dtype=float)
+    before = kendall_tau(np.array([r[measure] for r in rows], dtype=float), gap)
+    after = kendall_tau(np.array([r[f"{rescaling}:{measure}"] for r in rows], dtype=float), gap)
+    return before, after, len(rows)
+
+
+def measure_failures(rows: Sequence[dict]) -> dict[str, int]:
+    """How many included models each measure column failed on (``<rescaling>:<name>`` kept apart)."""
+    counts: dict[str, int] = {}
+    for row in included(rows):
+        for column in row["failed_measures"].split():
+            counts[column] = counts.get(column, 0) + 1
+    return counts

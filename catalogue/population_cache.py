@@ -1,0 +1,159 @@
+"""The benchmark's stored model rows: train what is missing of a population, cache, tabulate, score.
+
+A row (:func:`constructions.population_rows.measure_member`) is cached per model, in memory and
+under ``<records>/benchmark/models/<key>.json``, by a key over the member's spec, the user seed,
+the rescaling strength, the panel, the library versions, the pinned kernel paths and the sha256 of
+every file in the row module's import closure: an edit to the trainer, a construction, an
+evaluator or the panel retrains, an edit to the catalogue (this cache, a claim, the report) does
+not. A rerun or a larger grid trains only what is new. The seeds of a member are derived here, from
+its spec hash and the user seed, so a model is the same in every grid that contains it.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from catalogue import provenance, seeding
+from catalogue.atomic import atomic_write_text
+from catalogue.claim import ClaimContext
+from catalogue.kernels import PINNED
+from catalogue.parallel import map_unordered
+from catalogue.versions import versions
+from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, measure_member
+from constructions.populations import ModelSpec, Population, task_of
+from evaluators.scores import score_population
+
+__all__ = ["member_task", "measure_population", "population_table", "population_scores"]
+
+_MODEL_SPEC = TypeAdapter(ModelSpec)
+_MEMO: dict[str, dict[str, Any]] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def _code_fingerprint() -> dict[str, str]:
+    """Library versions, kernel paths and the sha256 of every source file a row depends on."""
+    files = provenance.code_files("constructions.population_rows")
+    kernels = {name: os.environ.get(name, "auto") for name in PINNED}  # rows computed on other kernel paths differ
+    return {**versions(), **kernels, "code": provenance.digest(seeding.canonical_json(files))}
+
+
+def member_seeds(spec_json: str, user_seed: int) -> dict[str, int]:
+    """Every stream of one member: its data from its task (members sharing a task share their
+    draws), its training, measures and rescalings from its own spec hash."""
+    spec = _MODEL_SPEC.validate_json(spec_json)
+    member_hash = seeding.spec_hash(json.loads(spec_json))
+    seeds = {"data": seeding.derive_seed(seeding.spec_hash(task_of(spec)), 0, user_seed, "data")}
+    for tag in ("train", *(f"rescale:{kind}" for kind in RESCALINGS)):
+        seeds[tag] = seeding.derive_seed(member_hash, 0, user_seed, tag)
+    for name in MEASURES:
+        seeds[f"measure:{name}"] = seeding.derive_seed(member_hash, 0, user_seed, f"measure:{name}") % 2**31
+    return seeds
+
+
+def member_task(member, user_seed: int, rescale_max: float) -> MemberTask:
+    spec_json = seeding.canonical_json(member)
+    key = seeding.spec_hash(
+        {
+            "model": json.loads(spec_json),
+            "user_seed": user_seed,
+            "rescale_max": rescale_max,
+            "panel": list(MEASURES),
+            "rescalings": list(RESCALINGS),
+            "code": _code_fingerprint(),
+        }
+    )
+    spec_hash = seeding.spec_hash(json.loads(spec_json))
+    return MemberTask(spec_json, spec_hash, member_seeds(spec_json, user_seed), rescale_max, key)
+
+
+def _cache_path(ctx: ClaimContext, key: str) -> Path | None:
+    return None if ctx.artifacts is None else ctx.artifacts / "benchmark" / "models" / f"{key}.json"
+
+
+def _read_cached(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=float)
+    except (OSError, ValueError):
+        return None
+
+
+def measure_population(population: Population, name: str, ctx: ClaimContext, *, rescale_max: float) -> list[dict]:
+    """One row per member (grid order): trained, measured and cached, the missing ones in parallel."""
+    tasks = [member_task(m, ctx.seed, rescale_max) for m in population.members()]
+    rows: dict[str, dict] = {}
+    todo = []
+    for task in tasks:
+        cached = _MEMO.get(task.key) or _read_cached(_cache_path(ctx, task.key))
+        if cached is not None:
+            rows[task.key] = _MEMO[task.key] = cached
+        else:
+            todo.append(task)
+    if todo:
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=len(todo),
+            desc=f"benchmark {name}",
+            unit="model",
+            file=sys.stderr,
+            disable=None if ctx.progress else True,
+            leave=False,
+        )
+        for row in map_unordered(measure_member, todo, ctx.execution):
+            path = _cache_path(ctx, row["key"])
+            if path is not None:
+                atomic_write_text(path, json.dumps(row, allow_nan=True))
+            rows[row["key"]] = _MEMO[row["key"]] = row
+            bar.update(1)
+        bar.close()
+    return [rows[t.key] for t in tasks]
+
+
+def population_table(rows: Sequence[dict], hyperparameters: Sequence[str]) -> str:
+    """The tidy per-model CSV: identity, hyperparameters, losses, errors, gap, every measure ± error."""
+    first = ["spec_hash", "seed", "kind", *hyperparameters]
+    columns = first + [c for c in rows[0] if c not in first and c != "key"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: _csv_value(row.get(c)) for c in columns})
+    return buf.getvalue()
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else repr(v)
+    return v
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_scores(key: str, rows_json: str, hyperparameters: tuple[str, ...], seed: int, resamples: int):
+    rows = json.loads(rows_json, parse_constant=float)
+    out = {}
+    for column in MEASURES:
+        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"bootstrap:{column}"))
+        out[column] = score_population(rows, hyperparameters, column, rng, resamples)
+    return out
+
+
+def population_scores(rows: Sequence[dict], hyperparameters: Sequence[str], seed: int, resamples: int) -> dict:
+    """Scores of every measure as trained, shared by the claims of one run."""
+    rows_json = json.dumps(list(rows), allow_nan=True, sort_keys=True)
+    # bootstrap draws follow the models (their spec hashes), not the cache keys: an edit to the code
+    # retrains, but does not reshuffle the resamples
+    key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
+    return _cached_scores(key, rows_json, tuple(hyperparameters), seed, resamples)
