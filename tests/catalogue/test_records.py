@@ -266,7 +266,7 @@ def test_a_paper_record_sits_beside_the_full_one_and_is_reported(records, tmp_pa
     out = tmp_path / "REPORT.md"
     assert run_cli(capsys, "report", "--results", str(records), "--out", str(out))[0] == 0
     text = out.read_text()
-    assert "#### At the paper's budget" in text and "| paper budget" in text
+    assert "#### At the paper's budget" in text and "| paper " in text
     code, listing, _ = run_cli(capsys, "list", "--results", str(records))
     assert "(paper)" in listing
 
