@@ -1,4 +1,4 @@
-"""The ``catalogue`` command: list, show, run, report, verify, schema.
+"""The ``catalogue`` command: list, show, run, report, verify, score, schema.
 
 Exit codes: 0 everything ran; 1 some claim errored (the others still ran and were stored);
 2 bad input (one line on stderr, never a traceback); 130 interrupted (finished records kept).
@@ -480,6 +480,39 @@ def _cmd_verify(args) -> int:
     return 1 if failed else 0
 
 
+def _cmd_score(args) -> int:
+    from catalogue.parallel import Execution
+    from catalogue.score import ScoreSettings, score_measures
+    from catalogue.user_measures import MeasureSpecError, load_measure
+
+    if args.jobs == 0 or args.jobs < -1:
+        raise UsageError(f"--jobs: must be a positive integer or -1, got {args.jobs}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out: {out} exists and is not a directory")
+    _check_writable(out)
+    try:
+        for spec in args.measures:  # every name resolves before any work starts
+            load_measure(spec)
+    except MeasureSpecError as exc:
+        raise UsageError(str(exc)) from None
+    settings = ScoreSettings(
+        mode="quick" if args.quick else "full",
+        seed=args.seed,
+        # full mode reads (and adds to) the stored rows of the main job; quick rows stay beside the scorecard
+        records=Path(args.records or (out / "rows" if args.quick else RECORDS)),
+        execution=Execution(args.jobs),
+        progress=not args.no_progress,
+    )
+    cards = score_measures(args.measures, settings, out)
+    for card in cards:
+        print(f"{card['measure']}")
+        for part in ("invariance", "counterexamples", "benchmark"):
+            print(f"  {part}: {card[part]['verdict']}")
+    print(f"scorecard: {out / 'scorecard.md'}")
+    return 0
+
+
 def _cmd_schema(args) -> int:
     if args.claim_id:
         _get_claim(args.claim_id)
@@ -584,6 +617,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-stale", action="store_true", help="stale records are listed but do not fail (CI)")
     p.add_argument("--json", action="store_true", help="print the verification as JSON")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser(
+        "score",
+        help="put flatness measures through the catalogue: symmetries, counterexamples, the benchmark populations",
+    )
+    p.add_argument(
+        "measures",
+        nargs="+",
+        metavar="MEASURE",
+        help="a panel measure's name, module:function, path/to/file.py:function or an entry point of "
+        "flatness_catalogue.measures; measure(obj, seed) -> float | Estimate, larger = sharper",
+    )
+    p.add_argument("--quick", action="store_true", help="the quick sizes (a couple of minutes) instead of full")
+    p.add_argument("--seed", type=int, default=0, help="user seed (default 0, the seed of the leaderboard)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel workers across a population's models (-1: all)")
+    p.add_argument("--out", default="scorecard", help="directory for scorecard.md, its figure and one JSON per measure")
+    p.add_argument(
+        "--records",
+        default=None,
+        help=f"where the benchmark's stored model rows are read and new ones written (default: {RECORDS}/ in full "
+        "mode, OUT/rows with --quick)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_score)
 
     p = sub.add_parser("schema", help="JSON Schema of spec files (all claims, or one)")
     p.add_argument("claim_id", nargs="?", help="one claim's schema (default: all)")

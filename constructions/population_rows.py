@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,15 @@ from constructions.populations import ModelSpec, TrainedModel, train_model
 from evaluators import Objective, mse, zero_one_error
 from evaluators.panel import PANEL, panel_for
 
-__all__ = ["MEASURES", "RESCALINGS", "MemberTask", "random_rescaling", "measure_member", "seed_tags"]
+__all__ = [
+    "MEASURES",
+    "RESCALINGS",
+    "MemberTask",
+    "random_rescaling",
+    "measure_member",
+    "trained_member",
+    "one_thread",
+]
 
 MEASURES: tuple[str, ...] = tuple(m.name for m in PANEL)
 # The random rescalings, named like the symmetries of evaluators.panel.INVARIANCE; a measure's
@@ -44,16 +53,12 @@ RESCALINGS: dict[str, str] = {
 _MODEL_SPEC = TypeAdapter(ModelSpec)
 
 
-def seed_tags() -> tuple[str, ...]:
-    """The streams a member draws from: its data, its training, each measure, each rescaling."""
-    return ("data", "train", *(f"measure:{m}" for m in MEASURES), *(f"rescale:{k}" for k in RESCALINGS))
-
-
 @dataclass(frozen=True)
 class MemberTask:
     """One model to train and measure (plain data, so it travels to loky and dask workers).
 
-    ``seeds`` maps each of :func:`seed_tags` to its seed; ``key`` is the catalogue's cache key,
+    ``seeds`` maps each stream (``data``, ``train``, ``measure:<name>``, ``rescale:<kind>``) to its
+    seed; ``key`` is the catalogue's cache key,
     carried into the row so that a stored row names what it was computed for.
     """
 
@@ -79,24 +84,37 @@ def random_rescaling(model: torch.nn.Sequential, kind: str, rescale_max: float, 
     return out
 
 
-def measure_member(task: MemberTask) -> dict[str, Any]:
-    """Train one member, measure it as trained and after each rescaling; one tidy row (runs in a worker)."""
+@contextmanager
+def one_thread():
+    """torch, BLAS and OpenMP on one thread (a worker's numbers must not depend on the pool)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
-            return _measure(task)
+            yield
     finally:
         torch.set_num_threads(previous)
+
+
+def trained_member(task: MemberTask) -> TrainedModel:
+    """The member trained from its seeds (the model every row of it was measured on)."""
+    spec = _MODEL_SPEC.validate_json(task.spec_json)
+    return train_model(
+        spec, torch.Generator().manual_seed(task.seeds["data"]), torch.Generator().manual_seed(task.seeds["train"])
+    )
+
+
+def measure_member(task: MemberTask) -> dict[str, Any]:
+    """Train one member, measure it as trained and after each rescaling; one tidy row (runs in a worker)."""
+    with one_thread():
+        return _measure(task)
 
 
 def _measure(task: MemberTask) -> dict[str, Any]:
     start = time.perf_counter()
     spec = _MODEL_SPEC.validate_json(task.spec_json)
     seeds = task.seeds
-    trained = train_model(
-        spec, torch.Generator().manual_seed(seeds["data"]), torch.Generator().manual_seed(seeds["train"])
-    )
+    trained = trained_member(task)
     run = trained.run
     row: dict[str, Any] = {
         "key": task.key,

@@ -7,21 +7,17 @@ input scaling x → αx (first layer ÷α), and scaling the weights feeding a Ba
 from __future__ import annotations
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Each, param
-from catalogue.verdicts import worst
-from constructions import symmetries
+from constructions.invariance_audit import SYMMETRIES, AuditedNet, audit_measures
 from constructions.mlp_regression import build_mlp_regression
 from constructions.specs import Grid, MLPRegressionSpec, PositiveFloat, PositiveInt, Spec
 from constructions.training import train_lbfgs
-from evaluators import Objective, mse
-from evaluators.panel import INVARIANCE, PANEL, panel_for
-
-SYMMETRIES = ("layer_T_alpha", "neuron_alpha", "permutation", "input_scale", "bn_scale", "ln_scale")
+from evaluators import mse
+from evaluators.panel import INVARIANCE, PANEL
 
 
 class InvarianceAuditParams(Spec):
@@ -47,26 +43,27 @@ class InvarianceAuditParams(Spec):
         return self
 
 
-def _transforms(net, x, symmetry: str, alpha: float, index: int, gen: torch.Generator):
-    """(module, inputs) after one symmetry at strength α (the index picks a fresh draw)."""
-    if symmetry == "layer_T_alpha":
-        return symmetries.layer_rescale(net, 0, alpha), x
-    if symmetry == "neuron_alpha":
-        width = symmetries.linear_layers(net)[0].out_features
-        exponents = torch.rand(width, generator=gen, dtype=torch.float64) * 2 - 1
-        return symmetries.neuron_rescale(net, 0, alpha**exponents), x
-    if symmetry == "permutation":
-        width = symmetries.linear_layers(net)[0].out_features
-        return symmetries.permute_hidden(net, 0, torch.randperm(width, generator=gen)), x
-    if symmetry == "input_scale":
-        return symmetries.reparametrize_inputs(net, x, alpha)
-    if symmetry in ("bn_scale", "ln_scale"):
-        return symmetries.scale_before_normalization(net, 0, alpha), x
-    raise ValueError(symmetry)
-
-
-def _relative(diff: float, ref: float) -> float:
-    return diff / abs(ref) if ref != 0 else (0.0 if diff == 0 else float("inf"))
+def audit_nets(p: InvarianceAuditParams, ctx: ClaimContext) -> tuple[dict[str, AuditedNet], dict[str, float]]:
+    """The audit's four trained nets (plain, BN, LN, bias-free two-layer) and their training losses."""
+    nets, losses = {}, {}
+    for tag, spec in (
+        ("plain", p.scenario),
+        ("bn", p.bn_scenario),
+        ("ln", p.ln_scenario),
+        ("homogeneous", p.homogeneous_scenario),
+    ):
+        problem = build_mlp_regression(spec, ctx.generator(f"{tag}-scenario"))
+        net, data = problem.model, problem.data
+        fit = train_lbfgs(
+            net,
+            mse,
+            data.x,
+            data.y,
+            max_iter=p.train_iterations,
+        )
+        nets[tag] = AuditedNet(net, data.x, data.y)
+        losses[tag] = fit.loss
+    return nets, losses
 
 
 @register(
@@ -123,66 +120,26 @@ def _relative(diff: float, ref: float) -> float:
     full={"alphas": tuple(float(a) for a in np.logspace(-2, 2, 9) if abs(a - 1) > 1e-9)},
 )
 def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outcome:
-    nets = {}
-    for tag, spec in (
-        ("plain", p.scenario),
-        ("bn", p.bn_scenario),
-        ("ln", p.ln_scenario),
-        ("homogeneous", p.homogeneous_scenario),
-    ):
-        problem = build_mlp_regression(spec, ctx.generator(f"{tag}-scenario"))
-        net, data = problem.model, problem.data
-        fit = train_lbfgs(
-            net,
-            mse,
-            data.x,
-            data.y,
-            max_iter=p.train_iterations,
-        )
-        nets[tag] = (net, data, fit)
-    matrix: dict[str, dict[str, float]] = {}
+    nets, losses = audit_nets(p, ctx)
+    audit = audit_measures(
+        PANEL,
+        nets,
+        p.alphas,
+        seed=ctx.int_seed("measures"),
+        draws=lambda symmetry, tag: ctx.generator(f"draws-{symmetry}-{tag}"),
+        audits=lambda m, symmetry: symmetry in INVARIANCE.get(m.name, {}),
+        stderr_multiple=p.stderr_multiple,
+    )
+    matrix, curves = audit.change, audit.t_alpha_ratios
     predicted: dict[bool, dict[str, dict[str, float]]] = {True: {}, False: {}}
-    function_change = 0.0
-    curves: dict[str, list[float]] = {}
-    for symmetry in SYMMETRIES:
-        net_tags = {"bn_scale": ["bn"], "ln_scale": ["ln"]}.get(symmetry, ["plain", "homogeneous"])
-        changes: dict[str, float] = {}
-        beyond: dict[str, float] = {}  # the relative change less stderr_multiple standard errors (MC measures)
-        measures = []
-        for tag in net_tags:  # a measure is audited on the first net it applies to
-            net, data, _ = nets[tag]
-            base_obj = Objective(net, data.x, data.y)
-            todo = [m for m in panel_for(base_obj) if symmetry in INVARIANCE.get(m.name, {}) and m.name not in changes]
-            measures += todo
-            seed = ctx.int_seed("measures")
-            base = {m.name: m.compute(base_obj, seed) for m in todo}
-            gen = ctx.generator(f"draws-{symmetry}-{tag}")
-            changes.update({m.name: 0.0 for m in todo})
-            beyond.update({m.name: 0.0 for m in todo})
-            for i, alpha in enumerate(p.alphas):
-                module, x = _transforms(net, data.x, symmetry, alpha, i, gen)
-                obj = Objective(module, x, data.y)
-                with torch.no_grad():
-                    scale = float(base_obj.forward().abs().max())
-                    change = float((obj.forward() - base_obj.forward()).abs().max()) / scale
-                    function_change = max(function_change, change)
-                for m in todo:
-                    est = m.compute(obj, seed)
-                    ref = base[m.name]
-                    diff = abs(est.value - ref.value)
-                    noise = (
-                        p.stderr_multiple * float(np.hypot(est.error, ref.error)) if est.error_kind == "stderr" else 0
-                    )
-                    changes[m.name] = worst([changes[m.name], _relative(diff, ref.value)])  # NaN stays NaN
-                    beyond[m.name] = worst([beyond[m.name], _relative(max(diff - noise, 0.0), ref.value)])
-                    if symmetry == "layer_T_alpha":
-                        curves.setdefault(m.name, []).append(est.value / ref.value)
-        for m in measures:
-            matrix.setdefault(m.name, {})[symmetry] = changes[m.name]
-            expected = INVARIANCE[m.name][symmetry]
+    for symmetry, names in audit.audited.items():
+        for name in names:
+            expected = INVARIANCE[name][symmetry]
             if expected is not None:
-                entry = {"relative_change": changes[m.name], "change_beyond_noise": beyond[m.name]}
-                predicted[expected][f"{m.name} under {symmetry}"] = entry
+                predicted[expected][f"{name} under {symmetry}"] = {
+                    "relative_change": matrix[name][symmetry],
+                    "change_beyond_noise": audit.beyond_noise[name][symmetry],
+                }
 
     def cell(name: str, symmetry: str) -> str:
         if symmetry not in matrix.get(name, {}):
@@ -215,13 +172,13 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
         evidence={
             "predicted_invariant": predicted[True],
             "predicted_not_invariant": predicted[False],
-            "max_relative_function_change": function_change,
+            "max_relative_function_change": audit.function_change,
             "asam_bias_break_T_alpha": matrix.get("asam_abs+eta_linf", {}).get("layer_T_alpha"),
             "adaptive_worst_linf_T_alpha": matrix.get("adaptive_worst_linf", {}).get("layer_T_alpha"),
             "lambda_max_T_alpha": matrix.get("lambda_max", {}).get("layer_T_alpha"),
-            "train_loss_plain": nets["plain"][2].loss,
-            "train_loss_bn": nets["bn"][2].loss,
-            "train_loss_ln": nets["ln"][2].loss,
+            "train_loss_plain": losses["plain"],
+            "train_loss_bn": losses["bn"],
+            "train_loss_ln": losses["ln"],
             "alphas": sorted(p.alphas),
         },
         tables=[

@@ -1,0 +1,353 @@
+"""Score a flatness measure against the whole catalogue: symmetries, counterexamples, populations.
+
+For one measure (:mod:`catalogue.user_measures`), three parts, each with a one-line verdict:
+
+* **invariance**: its row of the invariance audit (the nets, α grid, seeds and tolerances of
+  ``invariance.measure-symmetry-matrix`` in the chosen mode), every symmetry where it applies,
+  summarized as *invariant* (change beyond noise ≤ ``invariant_rtol``), *not invariant*
+  (≥ ``changes_at_least``), *unclear* (between) or *n.a.*;
+* **counterexamples**: :func:`constructions.counterexamples.counterexample_pairs`, the measure's
+  value on both solutions of each pair (larger = sharper) and whether it calls the one with the
+  smaller test loss flatter: *agrees*, *fooled*, *tie* (equal within 1e-9 relative, or within 4
+  standard errors for Monte Carlo estimates); on the one-function pair, *fooled* when the two
+  parametrizations get values more than ``invariant_rtol`` apart;
+* **benchmark**: Kendall τ with the gap (95% bootstrap CI), granulated Ψ and CMI on each population
+  of ``benchmark.sharpness-predicts-gap`` (same members, seeds and bootstrap draws), beside the
+  panel's measures, from the stored rows; the populations are retrained only where no stored row
+  is current (the rows keep no weights, so the user's measure needs each model trained once more).
+
+A built-in measure scored this way gives the numbers of the leaderboard and of the invariance
+matrix (tested). One JSON record per measure and ``scorecard.md`` with a figure go to ``out``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from catalogue import registry, seeding
+from catalogue.atomic import atomic_write_text
+from catalogue.claim import ClaimContext, jsonable
+from catalogue.parallel import Execution, map_unordered
+from catalogue.population_cache import measure_population, member_task, population_scores
+from catalogue.runner import Job
+from catalogue.user_measures import load_measure
+from constructions.counterexamples import counterexample_pairs
+from constructions.invariance_audit import SYMMETRIES, audit_measures
+from constructions.population_rows import MEASURES, one_thread, trained_member
+from evaluators import Objective
+from evaluators.panel import Measure
+from evaluators.scores import included, score_population
+
+__all__ = ["ScoreSettings", "score_measures"]
+
+INVARIANCE_CLAIM = "invariance.measure-symmetry-matrix"
+BENCHMARK_CLAIM = "benchmark.sharpness-predicts-gap"
+TIE_RTOL = 1e-9  # two exact values this close are one value (round-off of the constructions)
+NOISE_MULTIPLE = 4.0  # Monte Carlo values within 4 standard errors are not told apart
+ONE_FUNCTION_RTOL = 1e-6  # the invariance audit's tolerance: float64 round-off through a map
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    mode: str = "full"
+    seed: int = 0
+    records: Path | None = Path("report/records")  # where stored benchmark rows are read and written
+    execution: Execution = Execution()
+    progress: bool = False
+    populations: dict | None = None  # instead of the benchmark claim's (tests, a user's own grid)
+
+
+def _context(claim_id: str, settings: ScoreSettings, artifacts: Path | None = None) -> tuple[Any, ClaimContext]:
+    """The claim's parameters in the chosen mode and the context its own run would get."""
+    claim = registry.get(claim_id)
+    spec = claim.spec_for(settings.mode)
+    job = Job(claim.id, seeding.canonical_json(spec), settings.mode, settings.seed)
+    ctx = ClaimContext(
+        job.spec_hash, settings.seed, settings.mode, artifacts, settings.execution, progress=settings.progress
+    )
+    return spec, ctx
+
+
+def _summary(change: float, p) -> str:
+    if math.isnan(change):
+        return "failed"
+    if change <= p.invariant_rtol:
+        return "invariant"
+    return "not invariant" if change >= p.changes_at_least else "unclear"
+
+
+def invariance_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
+    """The measure's row of the invariance audit, with a word per symmetry."""
+    from catalogue.claims.invariance import audit_nets
+
+    p, ctx = _context(INVARIANCE_CLAIM, settings)
+    nets, _ = audit_nets(p, ctx)
+    try:
+        audit = audit_measures(
+            [measure],
+            nets,
+            p.alphas,
+            seed=ctx.int_seed("measures"),
+            draws=lambda symmetry, tag: ctx.generator(f"draws-{symmetry}-{tag}"),
+            stderr_multiple=p.stderr_multiple,
+        )
+    except Exception as exc:  # the user's measure, whatever it raises
+        return {"error": f"{type(exc).__name__}: {exc}", "verdict": "error: the measure failed on the audit's nets"}
+    changes = audit.change.get(measure.name, {})
+    beyond = audit.beyond_noise.get(measure.name, {})
+    by_symmetry = {
+        s: (
+            {"relative_change": changes[s], "change_beyond_noise": beyond[s], "summary": _summary(beyond[s], p)}
+            if s in changes
+            else {"summary": "n.a."}
+        )
+        for s in SYMMETRIES
+    }
+    kept = [s for s, v in by_symmetry.items() if v["summary"] == "invariant"]
+    moved = [s for s, v in by_symmetry.items() if v["summary"] in ("not invariant", "unclear", "failed")]
+    verdict = (
+        f"invariant under {', '.join(kept) or 'none'}; changes under {', '.join(moved) or 'none'}"
+        f" (α over {min(p.alphas):g}…{max(p.alphas):g}, {settings.mode} mode)"
+    )
+    return {"by_symmetry": by_symmetry, "verdict": verdict}
+
+
+def _compare(pair, better, worse, one_function_rtol: float) -> str:
+    """agrees / fooled / tie: does the measure call the better-generalizing solution flatter?"""
+    if pair.same_function:
+        apart = abs(worse.value - better.value) > one_function_rtol * abs(better.value)
+        return "fooled" if apart else "agrees"
+    noise = NOISE_MULTIPLE * float(np.hypot(better.error, worse.error)) if better.error_kind == "stderr" else 0.0
+    if abs(better.value - worse.value) <= max(noise, TIE_RTOL * max(abs(better.value), abs(worse.value))):
+        return "tie"
+    return "agrees" if better.value < worse.value else "fooled"
+
+
+def counterexample_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
+    """The measure on both solutions of every pair; which it calls flatter."""
+    pairs = counterexample_pairs(
+        lambda name: seeding.torch_generator(seeding.derive_seed("counterexamples", 0, settings.seed, name))
+    )
+    seed = seeding.derive_seed("counterexamples", 0, settings.seed, f"measure:{measure.name}") % 2**31
+    out = {}
+    for pair in pairs:
+        entry: dict[str, Any] = {
+            "source": pair.source,
+            "better": pair.better_label,
+            "worse": pair.worse_label,
+            "test_loss_better": pair.test_loss_better,
+            "test_loss_worse": pair.test_loss_worse,
+        }
+        if not (measure.applies(pair.better) and measure.applies(pair.worse)):
+            out[pair.name] = {**entry, "outcome": "n.a."}
+            continue
+        try:
+            better, worse = measure.compute(pair.better, seed), measure.compute(pair.worse, seed)
+        except Exception as exc:
+            out[pair.name] = {**entry, "outcome": "error", "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        entry.update(value_better=better.value, value_worse=worse.value, error_better=better.error)
+        entry["error_worse"] = worse.error
+        out[pair.name] = {**entry, "outcome": _compare(pair, better, worse, ONE_FUNCTION_RTOL)}
+    fooled = [name for name, e in out.items() if e["outcome"] == "fooled"]
+    decided = [name for name, e in out.items() if e["outcome"] in ("agrees", "fooled")]
+    verdict = f"fooled by {len(fooled)} of {len(decided)} decided pairs" + (f" ({', '.join(fooled)})" if fooled else "")
+    return {"pairs": out, "verdict": verdict}
+
+
+def _user_value(task, measure_spec: str, seed: int) -> dict[str, Any]:
+    """Train one member (in a worker) and evaluate the user's measure on it."""
+    measure = load_measure(measure_spec)
+    with one_thread():
+        trained = trained_member(task)
+        value = error = math.nan
+        failure = ""
+        if trained.run.converged:
+            obj = Objective(trained.model, trained.x, trained.y)
+            try:
+                if measure.applies(obj):
+                    est = measure.compute(obj, seed)
+                    value, error = float(est.value), float(est.error)
+            except Exception as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+    return {"key": task.key, "value": value, "error": error, "failure": failure}
+
+
+def _member_values(population, measure: Measure, settings: ScoreSettings, rescale_max: float) -> dict[str, dict]:
+    tasks = [member_task(m, settings.seed, rescale_max) for m in population.members()]
+    jobs = []
+    for task in tasks:
+        if measure.name in MEASURES:
+            seed = task.seeds[f"measure:{measure.name}"]
+        else:
+            seed = seeding.derive_seed(task.spec_hash, 0, settings.seed, f"measure:{measure.name}") % 2**31
+        jobs.append((task, measure.name, seed))
+    return {v["key"]: v for v in map_unordered(_star_user_value, jobs, settings.execution)}
+
+
+def _star_user_value(job) -> dict[str, Any]:
+    return _user_value(*job)
+
+
+def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
+    """τ, Ψ and CMI of the measure on each population, and its rank among the panel's by |τ|."""
+    p, ctx = _context(BENCHMARK_CLAIM, settings, artifacts=settings.records)
+    out = {}
+    for name, population in (settings.populations or p.populations).items():
+        rows = measure_population(population, name, ctx, rescale_max=p.rescale_max)
+        hyper = population.hyperparameters
+        kept = included(rows)
+        builtin = population_scores(kept, hyper, ctx.seed, p.resamples)
+        if measure.name in MEASURES:
+            column, failures = measure.name, []
+        else:
+            values = _member_values(population, measure, settings, p.rescale_max)
+            column = measure.name
+            kept = [{**row, column: values[row["key"]]["value"]} for row in kept]
+            failures = [values[r["key"]]["failure"] for r in kept if values[r["key"]]["failure"]]
+        key = seeding.spec_hash({"models": [r["spec_hash"] for r in kept]})
+        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"bootstrap:{column}"))
+        scores = score_population(kept, hyper, column, rng, p.resamples)
+        others = {m: s.tau[0] for m, s in builtin.items() if m != column and math.isfinite(s.tau[0])}
+        rank = 1 + sum(abs(t) > abs(scores.tau[0]) for t in others.values()) if math.isfinite(scores.tau[0]) else None
+        out[name] = {
+            "tau": scores.tau[0],
+            "tau_ci": [scores.tau[1], scores.tau[2]],
+            "psi": scores.psi.psi,
+            "cmi": scores.cmi.value,
+            "models": scores.models,
+            "rank_by_abs_tau": rank,
+            "of": len(others) + 1,
+            "failures": failures[:5],
+            "failed_models": len(failures),
+            "builtin_tau": {m: list(s.tau) for m, s in builtin.items()},
+        }
+    ranks = [f"{n}: τ {v['tau']:+.2f}, rank {v['rank_by_abs_tau']}/{v['of']}" for n, v in out.items()]
+    return {"populations": out, "verdict": "; ".join(ranks) + f" ({settings.mode} mode)"}
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
+
+
+def score_measures(specs: Sequence[str], settings: ScoreSettings, out: Path) -> list[dict[str, Any]]:
+    """Score each measure; write ``scorecard-<measure>.json``, ``scorecard.md`` and its figure."""
+    measures = [load_measure(spec) for spec in specs]  # every name resolves before any work starts
+    cards = []
+    for measure in measures:
+        with one_thread():  # as the claims run: BLAS reductions, hence the last bits, depend on threads
+            card = {
+                "measure": measure.name,
+                "mode": settings.mode,
+                "seed": settings.seed,
+                "invariance": invariance_part(measure, settings),
+                "counterexamples": counterexample_part(measure, settings),
+                "benchmark": benchmark_part(measure, settings),
+            }
+        text = json.dumps(jsonable(card), indent=1, allow_nan=False)  # NaN as "nan": strict JSON
+        atomic_write_text(out / f"scorecard-{_slug(measure.name)}.json", text)
+        cards.append(card)
+    write_scorecard(cards, out)
+    return cards
+
+
+def _markdown(card: dict[str, Any]) -> list[str]:
+    inv, cx, bench = card["invariance"], card["counterexamples"], card["benchmark"]
+    lines = [f"## `{card['measure']}`", "", f"- **Invariance**: {inv['verdict']}"]
+    lines += [f"- **Counterexamples**: {cx['verdict']}", f"- **Benchmark**: {bench['verdict']}", ""]
+    if "by_symmetry" in inv:
+        rows = [
+            [s, v["summary"], format(v.get("change_beyond_noise", float("nan")), ".2e")]
+            for s, v in inv["by_symmetry"].items()
+        ]
+        lines += [tabulate(rows, ["symmetry", "", "largest relative change (beyond noise)"], tablefmt="github"), ""]
+    rows = [
+        [
+            name,
+            f"{e['better']} vs {e['worse']}",
+            format(e.get("value_better", float("nan")), ".4g"),
+            format(e.get("value_worse", float("nan")), ".4g"),
+            f"{e['test_loss_better']:.3g} vs {e['test_loss_worse']:.3g}",
+            e["outcome"] + (f" ({e['error']})" if "error" in e else ""),
+        ]
+        for name, e in cx["pairs"].items()
+    ]
+    lines += [tabulate(rows, ["pair", "solutions", "value", "value", "test loss", "outcome"], tablefmt="github"), ""]
+    rows = [
+        [
+            name,
+            f"{v['tau']:+.3f} [{v['tau_ci'][0]:+.3f}, {v['tau_ci'][1]:+.3f}]",
+            f"{v['psi']:+.3f}",
+            f"{v['cmi']:.3f}",
+            f"{v['rank_by_abs_tau']}/{v['of']}",
+            v["models"],
+            v["failed_models"],
+        ]
+        for name, v in bench["populations"].items()
+    ]
+    headers = ["population", "τ with the gap [95% CI]", "Ψ", "CMI", "rank by |τ|", "models", "failed"]
+    lines += [tabulate(rows, headers, tablefmt="github"), ""]
+    return lines
+
+
+def _figure(cards: list[dict[str, Any]], path: Path) -> None:
+    """τ per population with its CI: the panel's measures in grey, the scored ones in colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    populations = list(cards[0]["benchmark"]["populations"])
+    fig, ax = plt.subplots(figsize=(7.5, 3.8), dpi=110)
+    for i, name in enumerate(populations):
+        builtin = cards[0]["benchmark"]["populations"][name]["builtin_tau"]
+        for j, (tau, lo, hi) in enumerate(builtin.values()):
+            x = i - 0.3 + 0.4 * j / max(len(builtin) - 1, 1)
+            ax.errorbar(x, tau, yerr=[[tau - lo], [hi - tau]], fmt="o", color="0.7", ms=3, lw=0.8)
+        for k, card in enumerate(cards):
+            v = card["benchmark"]["populations"][name]
+            x = i + 0.2 + 0.1 * k
+            ax.errorbar(
+                x,
+                v["tau"],
+                yerr=[[v["tau"] - v["tau_ci"][0]], [v["tau_ci"][1] - v["tau"]]],
+                fmt="s",
+                ms=5,
+                color=f"C{k}",
+                label=card["measure"] if i == 0 else None,
+            )
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xticks(range(len(populations)), populations)
+    ax.set(ylabel="Kendall τ with the gap (95% CI)", title="Scored measures (colour) beside the panel (grey)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_scorecard(cards: list[dict[str, Any]], out: Path) -> Path:
+    """``scorecard.md`` (a section per measure) and ``scorecard-tau.png``; returns the markdown path."""
+    _figure(cards, out / "scorecard-tau.png")
+    lines = [
+        "# Scorecard",
+        "",
+        f"{len(cards)} measure(s), {cards[0]['mode']} mode, seed {cards[0]['seed']}. A larger value means sharper.",
+        "",
+        "![τ per population](scorecard-tau.png)",
+        "",
+    ]
+    for card in cards:
+        lines += _markdown(card)
+    path = out / "scorecard.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path

@@ -1,0 +1,151 @@
+"""Pairs of solutions where flatness and generalization come apart or agree by theorem.
+
+Each :class:`Pair` holds two interpolators (or one function in two parametrizations) of the same
+training data, with their test losses measured here, so that a measure can be asked which one it
+calls flatter (the convention of the panel: a larger value means sharper):
+
+* ``dinh-t-alpha``: a trained ReLU MLP and its T_α image (α = 100, Dinh et al. 2017, Thm 4): one
+  function, so a measure that tells them apart depends on the parametrization;
+* ``wen-bias``: Wen, Li, Ma 2023's bias-net memorizer (Prop. 4.1, the flattest interpolator) vs the
+  generalizing Eq. 5 net (r = (d+1)^{1/4}), on d = 10 hypercube XOR, exact population loss;
+* ``wen-simln``: the Sim-LN memorizer (Prop. 5.1) vs the Sim-LN generalizer (Prop. 5.2);
+* ``vardhan-misaligned``: Vardhan, Taheri, Mazumdar 2026's teacher interpolator of noiseless
+  single-index data vs the flattest interpolator on directions misaligned with it (ρ = 0.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from constructions import symmetries
+from constructions.mlp_regression import build_mlp_regression
+from constructions.multi_index import (
+    Interpolator,
+    aligned_interpolator,
+    build_multi_index,
+    flattest_on_directions,
+    misaligned_directions,
+)
+from constructions.specs import MLPRegressionSpec, MultiIndexSpec, XorSpec
+from constructions.training import train_lbfgs
+from constructions.xor import (
+    bias_generalizer,
+    bias_memorizer,
+    build_xor,
+    simln_generalizer,
+    simln_memorizer,
+)
+from evaluators import Objective, mse
+
+__all__ = ["Pair", "counterexample_pairs"]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two solutions of one training set; ``better`` generalizes at least as well as ``worse``
+    (equal when ``same_function``)."""
+
+    name: str
+    source: str
+    better_label: str
+    worse_label: str
+    better: Objective
+    worse: Objective
+    test_loss_better: float
+    test_loss_worse: float
+    same_function: bool = False
+
+
+def _dinh_pair(generator: torch.Generator) -> Pair:
+    problem = build_mlp_regression(MLPRegressionSpec(n=24, d=3, hidden=(5,), noise=0.1), generator)
+    train_lbfgs(problem.model, mse, problem.data.x, problem.data.y, max_iter=300)
+    rescaled = symmetries.layer_rescale(problem.model, 0, 100.0)
+    with torch.no_grad():
+        losses = [float(mse(net(problem.data.x_test), problem.data.y_test)) for net in (problem.model, rescaled)]
+    return Pair(
+        "dinh-t-alpha",
+        "Dinh et al. 2017, Thm 4: T_α (α = 100) leaves the function unchanged",
+        "trained net",
+        "its T_α image",
+        Objective(problem.model, problem.data.x, problem.data.y),
+        Objective(rescaled, problem.data.x, problem.data.y),
+        *losses,
+        same_function=True,
+    )
+
+
+def _cube_loss(net: nn.Module, data) -> float:
+    x, y, weight = data.support()
+    with torch.no_grad():
+        return float((weight * (net(x).reshape(-1) - y) ** 2).sum())
+
+
+def _wen_pairs(generator: torch.Generator, d: int = 10, n: int = 40) -> list[Pair]:
+    data = build_xor(XorSpec(d=d, n=n), generator)
+    pairs = []
+    for name, source, good, bad in (
+        (
+            "wen-bias",
+            "Wen, Li, Ma 2023, Thm 4.1, Prop. 4.1–4.2: the flattest bias interpolator memorizes",
+            bias_generalizer(d),
+            bias_memorizer(data),
+        ),
+        (
+            "wen-simln",
+            "Wen, Li, Ma 2023, Thm 5.1, Prop. 5.1–5.2: a flattest Sim-LN interpolator memorizes",
+            simln_generalizer(d),
+            simln_memorizer(data),
+        ),
+    ):
+        pairs.append(
+            Pair(
+                name,
+                source,
+                "generalizer",
+                "memorizer",
+                Objective(good, data.x, data.y),
+                Objective(bad, data.x, data.y),
+                _cube_loss(good, data),
+                _cube_loss(bad, data),
+            )
+        )
+    return pairs
+
+
+def _homogeneous_net(interp: Interpolator) -> nn.Sequential:
+    m, d = interp.theta.shape
+    net = nn.Sequential(nn.Linear(d, m, bias=False), nn.ReLU(), nn.Linear(m, 1, bias=False)).double()
+    with torch.no_grad():
+        net[0].weight.copy_(torch.from_numpy(interp.theta))
+        net[2].weight.copy_(torch.from_numpy(np.asarray(interp.a))[None])
+    return net
+
+
+def _vardhan_pair(generator: torch.Generator, d: int = 16, n: int = 32, width: int = 64) -> Pair:
+    problem = build_multi_index(MultiIndexSpec(n=n, d=d), generator)
+    teacher = aligned_interpolator(problem)
+    misaligned = flattest_on_directions(problem, misaligned_directions(problem, width, 0.5, generator))
+    x, y = torch.from_numpy(problem.x), torch.from_numpy(problem.y)
+    x_test, y_test = problem.sample(4000, generator)
+    nets = [_homogeneous_net(teacher), _homogeneous_net(misaligned)]
+    with torch.no_grad():
+        losses = [float(mse(net(x_test), y_test)) for net in nets]
+    return Pair(
+        "vardhan-misaligned",
+        "Vardhan, Taheri, Mazumdar 2026, Thm 1: interpolators on misaligned directions are not flattest",
+        "teacher",
+        "flattest on misaligned directions (ρ = 0.5)",
+        Objective(nets[0], x, y),
+        Objective(nets[1], x, y),
+        *losses,
+    )
+
+
+def counterexample_pairs(draws: Callable[[str], torch.Generator]) -> list[Pair]:
+    """Every pair; ``draws(name)`` gives the generator of one construction's random draws."""
+    return [_dinh_pair(draws("dinh")), *_wen_pairs(draws("wen")), _vardhan_pair(draws("vardhan"))]
