@@ -1,12 +1,14 @@
 """The benchmark's stored model rows: train what is missing of a population, cache, tabulate, score.
 
 A row (:func:`constructions.population_rows.measure_member`) is cached per model, in memory and
-under ``<records>/benchmark/models/<key>.json``, by a key over the member's spec, the user seed,
-the rescaling strength, the panel, the library versions, the pinned kernel paths and the sha256 of
-every file in the row module's import closure: an edit to the trainer, a construction, an
-evaluator or the panel retrains, an edit to the catalogue (this cache, a claim, the report) does
-not. A rerun or a larger grid trains only what is new. The seeds of a member are derived here, from
-its spec hash and the user seed, so a model is the same in every grid that contains it.
+under ``<records>/benchmark/models/<key>.json``, with the trained weights in ``<key>.pt`` (not
+committed: about 40 MB for the five seeds; a measure scored later loads them instead of training).
+The key covers the member's spec, the user seed, the rescaling strength, the panel, the library
+versions, the pinned kernel paths and the sha256 of every file in the row module's import closure:
+an edit to the trainer, a construction, an evaluator or the panel retrains, an edit to the
+catalogue (this cache, a claim, the report) does not. A rerun or a larger grid trains only what is
+new. The seeds of a member are derived here, from its spec hash and the user seed, so a model is
+the same in every grid that contains it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 from pydantic import TypeAdapter
 
 from catalogue import provenance, seeding
-from catalogue.atomic import atomic_write_text
+from catalogue.atomic import atomic_write_bytes, atomic_write_text
 from catalogue.claim import ClaimContext
 from catalogue.kernels import PINNED
 from catalogue.parallel import map_unordered
@@ -34,7 +37,13 @@ from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, meas
 from constructions.populations import ModelSpec, Population, task_of
 from evaluators.scores import score_population
 
-__all__ = ["member_task", "measure_population", "population_table", "population_scores"]
+__all__ = [
+    "member_task",
+    "measure_population",
+    "stored_weights",
+    "population_table",
+    "population_scores",
+]
 
 _MODEL_SPEC = TypeAdapter(ModelSpec)
 _MEMO: dict[str, dict[str, Any]] = {}
@@ -90,6 +99,17 @@ def _read_cached(path: Path | None) -> dict[str, Any] | None:
         return None
 
 
+def stored_weights(ctx: ClaimContext, key: str) -> dict | None:
+    """The trained weights stored beside a row, or None (not stored, unreadable, or no records)."""
+    path = _cache_path(ctx, key)
+    if path is None or not path.with_suffix(".pt").is_file():
+        return None
+    try:
+        return torch.load(path.with_suffix(".pt"), weights_only=True)
+    except Exception:  # a torn or foreign file: retrain rather than trust it
+        return None
+
+
 def measure_population(population: Population, name: str, ctx: ClaimContext, *, rescale_max: float) -> list[dict]:
     """One row per member (grid order): trained, measured and cached, the missing ones in parallel."""
     tasks = [member_task(m, ctx.seed, rescale_max) for m in population.members()]
@@ -112,9 +132,12 @@ def measure_population(population: Population, name: str, ctx: ClaimContext, *, 
             disable=None if ctx.progress else True,
             leave=False,
         )
-        for row in map_unordered(measure_member, todo, ctx.execution):
+        for row, weights in map_unordered(measure_member, todo, ctx.execution):
             path = _cache_path(ctx, row["key"])
             if path is not None:
+                buffer = io.BytesIO()
+                torch.save(weights, buffer)
+                atomic_write_bytes(path.with_suffix(".pt"), buffer.getvalue())  # first: a row never lacks them
                 atomic_write_text(path, json.dumps(row, allow_nan=True))
             rows[row["key"]] = _MEMO[row["key"]] = row
             bar.update(1)

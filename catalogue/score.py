@@ -13,8 +13,8 @@ For one measure (:mod:`catalogue.user_measures`), three parts, each with a one-l
   parametrizations get values more than ``invariant_rtol`` apart;
 * **benchmark**: Kendall τ with the gap (95% bootstrap CI), granulated Ψ and CMI on each population
   of ``benchmark.sharpness-predicts-gap`` (same members, seeds and bootstrap draws), beside the
-  panel's measures, from the stored rows; the populations are retrained only where no stored row
-  is current (the rows keep no weights, so the user's measure needs each model trained once more).
+  panel's measures, from the stored rows, and the user's measure on the stored trained weights
+  (a member without stored weights is trained again from its seeds: the same model).
 
 A built-in measure scored this way gives the numbers of the leaderboard and of the invariance
 matrix (tested). One JSON record per measure and ``scorecard.md`` with a figure go to ``out``.
@@ -37,12 +37,12 @@ from catalogue import registry, seeding
 from catalogue.atomic import atomic_write_text
 from catalogue.claim import ClaimContext, jsonable
 from catalogue.parallel import Execution, map_unordered
-from catalogue.population_cache import measure_population, member_task, population_scores
+from catalogue.population_cache import measure_population, member_task, population_scores, stored_weights
 from catalogue.runner import Job
 from catalogue.user_measures import load_measure
 from constructions.counterexamples import counterexample_pairs
 from constructions.invariance_audit import SYMMETRIES, audit_measures
-from constructions.population_rows import MEASURES, one_thread, trained_member
+from constructions.population_rows import MEASURES, one_thread, stored_member, trained_member
 from evaluators import Objective
 from evaluators.panel import Measure
 from evaluators.scores import included, score_population
@@ -112,21 +112,24 @@ def invariance_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]
         )
         for s in SYMMETRIES
     }
-    kept = [s for s, v in by_symmetry.items() if v["summary"] == "invariant"]
-    moved = [s for s, v in by_symmetry.items() if v["summary"] in ("not invariant", "unclear", "failed")]
-    verdict = (
-        f"invariant under {', '.join(kept) or 'none'}; changes under {', '.join(moved) or 'none'}"
-        f" (α over {min(p.alphas):g}…{max(p.alphas):g}, {settings.mode} mode)"
-    )
+    groups: dict[str, list[str]] = {}
+    for symmetry, entry in by_symmetry.items():
+        groups.setdefault(entry["summary"], []).append(symmetry)
+    phrases = [
+        f"invariant under {', '.join(groups.get('invariant', [])) or 'none'}",
+        f"changes under {', '.join(groups.get('not invariant', [])) or 'none'}",
+        *(f"{word} under {', '.join(groups[word])}" for word in ("unclear", "failed") if word in groups),
+    ]
+    verdict = "; ".join(phrases) + f" (α over {min(p.alphas):g}…{max(p.alphas):g}, {settings.mode} mode)"
     return {"by_symmetry": by_symmetry, "verdict": verdict}
 
 
 def _compare(pair, better, worse, one_function_rtol: float) -> str:
     """agrees / fooled / tie: does the measure call the better-generalizing solution flatter?"""
-    if pair.same_function:
-        apart = abs(worse.value - better.value) > one_function_rtol * abs(better.value)
-        return "fooled" if apart else "agrees"
     noise = NOISE_MULTIPLE * float(np.hypot(better.error, worse.error)) if better.error_kind == "stderr" else 0.0
+    if pair.same_function:
+        apart = abs(worse.value - better.value) > max(noise, one_function_rtol * abs(better.value))
+        return "fooled" if apart else "agrees"
     if abs(better.value - worse.value) <= max(noise, TIE_RTOL * max(abs(better.value), abs(worse.value))):
         return "tie"
     return "agrees" if better.value < worse.value else "fooled"
@@ -164,38 +167,42 @@ def counterexample_part(measure: Measure, settings: ScoreSettings) -> dict[str, 
     return {"pairs": out, "verdict": verdict}
 
 
-def _user_value(task, measure_spec: str, seed: int) -> dict[str, Any]:
-    """Train one member (in a worker) and evaluate the user's measure on it."""
+def _user_value(task, measure_spec: str, seed: int, weights: dict | None) -> dict[str, Any]:
+    """The user's measure on one included member (in a worker): from its stored weights, or
+    trained again from its seeds where none are stored."""
     measure = load_measure(measure_spec)
+    value = error = math.nan
+    failure = ""
     with one_thread():
-        trained = trained_member(task)
-        value = error = math.nan
-        failure = ""
-        if trained.run.converged:
-            obj = Objective(trained.model, trained.x, trained.y)
-            try:
-                if measure.applies(obj):
-                    est = measure.compute(obj, seed)
-                    value, error = float(est.value), float(est.error)
-            except Exception as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-    return {"key": task.key, "value": value, "error": error, "failure": failure}
-
-
-def _member_values(population, measure: Measure, settings: ScoreSettings, rescale_max: float) -> dict[str, dict]:
-    tasks = [member_task(m, settings.seed, rescale_max) for m in population.members()]
-    jobs = []
-    for task in tasks:
-        if measure.name in MEASURES:
-            seed = task.seeds[f"measure:{measure.name}"]
+        if weights is not None:
+            model, x, y = stored_member(task, weights)
         else:
-            seed = seeding.derive_seed(task.spec_hash, 0, settings.seed, f"measure:{measure.name}") % 2**31
-        jobs.append((task, measure.name, seed))
-    return {v["key"]: v for v in map_unordered(_star_user_value, jobs, settings.execution)}
+            trained = trained_member(task)
+            model, x, y = trained.model, trained.x, trained.y
+        obj = Objective(model, x, y)
+        try:
+            if measure.applies(obj):
+                est = measure.compute(obj, seed)
+                value, error = float(est.value), float(est.error)
+        except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+    return {"key": task.key, "value": value, "error": error, "failure": failure}
 
 
 def _star_user_value(job) -> dict[str, Any]:
     return _user_value(*job)
+
+
+def _member_values(population, kept, measure: Measure, ctx: ClaimContext, rescale_max: float) -> dict[str, dict]:
+    """The user's measure on every included member, keyed like the rows."""
+    wanted = {row["key"] for row in kept}
+    jobs = []
+    for member in population.members():
+        task = member_task(member, ctx.seed, rescale_max)
+        if task.key in wanted:
+            seed = seeding.derive_seed(task.spec_hash, 0, ctx.seed, f"measure:{measure.name}") % 2**31
+            jobs.append((task, measure.name, seed, stored_weights(ctx, task.key)))
+    return {v["key"]: v for v in map_unordered(_star_user_value, jobs, ctx.execution)}
 
 
 def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
@@ -210,7 +217,7 @@ def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
         if measure.name in MEASURES:
             column, failures = measure.name, []
         else:
-            values = _member_values(population, measure, settings, p.rescale_max)
+            values = _member_values(population, kept, measure, ctx, p.rescale_max)
             column = measure.name
             kept = [{**row, column: values[row["key"]]["value"]} for row in kept]
             failures = [values[r["key"]]["failure"] for r in kept if values[r["key"]]["failure"]]

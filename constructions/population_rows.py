@@ -29,7 +29,7 @@ from pydantic import TypeAdapter
 from threadpoolctl import threadpool_limits
 
 from constructions import symmetries
-from constructions.populations import ModelSpec, TrainedModel, train_model
+from constructions.populations import ModelSpec, TrainedModel, build_member, train_model
 from evaluators import Objective, mse, zero_one_error
 from evaluators.panel import PANEL, panel_for
 
@@ -40,6 +40,7 @@ __all__ = [
     "random_rescaling",
     "measure_member",
     "trained_member",
+    "stored_member",
     "one_thread",
 ]
 
@@ -96,21 +97,33 @@ def one_thread():
         torch.set_num_threads(previous)
 
 
+def _generators(task: MemberTask) -> tuple[torch.Generator, torch.Generator]:
+    return torch.Generator().manual_seed(task.seeds["data"]), torch.Generator().manual_seed(task.seeds["train"])
+
+
 def trained_member(task: MemberTask) -> TrainedModel:
     """The member trained from its seeds (the model every row of it was measured on)."""
-    spec = _MODEL_SPEC.validate_json(task.spec_json)
-    return train_model(
-        spec, torch.Generator().manual_seed(task.seeds["data"]), torch.Generator().manual_seed(task.seeds["train"])
-    )
+    return train_model(_MODEL_SPEC.validate_json(task.spec_json), *_generators(task))
 
 
-def measure_member(task: MemberTask) -> dict[str, Any]:
-    """Train one member, measure it as trained and after each rescaling; one tidy row (runs in a worker)."""
+def stored_member(
+    task: MemberTask, weights: dict[str, torch.Tensor]
+) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """(model, x, y) of a member from its stored trained weights: its data rebuilt from its seed,
+    its net built and loaded, no training."""
+    model, x, y, *_ = build_member(_MODEL_SPEC.validate_json(task.spec_json), *_generators(task))
+    model.load_state_dict(weights)
+    return model, x, y
+
+
+def measure_member(task: MemberTask) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Train one member, measure it as trained and after each rescaling (runs in a worker): one
+    tidy row, and the trained weights (so that a new measure needs no retraining)."""
     with one_thread():
         return _measure(task)
 
 
-def _measure(task: MemberTask) -> dict[str, Any]:
+def _measure(task: MemberTask) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     start = time.perf_counter()
     spec = _MODEL_SPEC.validate_json(task.spec_json)
     seeds = task.seeds
@@ -148,7 +161,7 @@ def _measure(task: MemberTask) -> dict[str, Any]:
     row["failed_measures"] = " ".join(column for column, _ in failures)
     row["measure_failures"] = "; ".join(f"{column}: {message}" for column, message in failures)
     row["seconds"] = time.perf_counter() - start
-    return row
+    return row, {name: value.detach().clone() for name, value in trained.model.state_dict().items()}
 
 
 def _metrics(trained: TrainedModel) -> dict[str, float]:

@@ -52,6 +52,7 @@ __all__ = [
     "Population",
     "TrainedModel",
     "task_of",
+    "build_member",
     "train_model",
 ]
 
@@ -170,7 +171,7 @@ def task_of(spec) -> dict[str, Any]:
     return {"kind": spec.kind, **{name: getattr(spec, name) for name in spec.TASK_FIELDS}}
 
 
-def _build(spec, data: torch.Generator, init: torch.Generator):
+def build_member(spec, data: torch.Generator, init: torch.Generator):
     """(model, x, y, x_test, y_test, classifier) for one member: data from ``data``, weights from ``init``."""
     if spec.kind == "digits":
         problem = build_digits(
@@ -199,7 +200,7 @@ def _build(spec, data: torch.Generator, init: torch.Generator):
 def train_model(spec, data: torch.Generator, init: torch.Generator) -> TrainedModel:
     """Build one member (data from ``data``; weights and minibatches from ``init``) and train it to
     its stopping criterion, in float64."""
-    model, x, y, x_test, y_test, classifier = _build(spec, data, init)
+    model, x, y, x_test, y_test, classifier = build_member(spec, data, init)
     run = train_sgd(
         model,
         x,

@@ -67,15 +67,31 @@ def test_a_panel_measure_scored_reproduces_its_row_of_the_invariance_matrix(tmp_
     assert part["by_symmetry"]["layer_T_alpha"]["summary"] == "not invariant"
 
 
-def test_a_user_measure_retrained_gives_the_panel_measures_scores_exactly(tmp_path, user_file):
-    """The user path retrains every member from its seeds: a deterministic user measure equal to a
-    panel measure gets the panel's τ, CI, Ψ and CMI bit for bit."""
+def test_a_user_measure_gets_the_panel_measures_scores_exactly_from_stored_weights_or_retraining(
+    tmp_path, user_file, monkeypatch
+):
+    """A deterministic user measure equal to a panel measure gets the panel's τ, CI, Ψ and CMI bit for
+    bit: first from the weights stored beside the rows (no training), then with them deleted (every
+    included member trained again from its seeds)."""
+    import catalogue.score as score
+
     settings = ScoreSettings(mode="quick", records=tmp_path / "records", populations=POP)
-    mine = benchmark_part(load_measure(f"{user_file}:norm"), settings)["populations"]["xor"]
     panel = benchmark_part(load_measure("param_l2_norm"), settings)["populations"]["xor"]
-    for key in ("tau", "tau_ci", "psi", "cmi", "models"):
-        assert mine[key] == panel[key], key
     assert panel["builtin_tau"]["param_l2_norm"] == [panel["tau"], *panel["tau_ci"]]
+    weights = list((tmp_path / "records" / "benchmark" / "models").glob("*.pt"))
+    assert len(weights) == 4
+
+    def no_training(task):
+        raise AssertionError("trained a member whose weights are stored")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(score, "trained_member", no_training)
+        stored = benchmark_part(load_measure(f"{user_file}:norm"), settings)["populations"]["xor"]
+    for path in weights:
+        path.unlink()
+    retrained = benchmark_part(load_measure(f"{user_file}:norm"), settings)["populations"]["xor"]
+    for key in ("tau", "tau_ci", "psi", "cmi", "models"):
+        assert stored[key] == panel[key] == retrained[key], key
 
 
 def test_counterexample_outcomes_can_come_out_every_way(user_file):
