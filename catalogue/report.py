@@ -470,7 +470,7 @@ def render_report(
         for r in ordered:
             if r.family == family:
                 lines += _claim_section(r, figure_dir, report_dir, stale, paper.get(r.claim_id), controls)
-    lines += _leaderboard_section(leaderboard)
+    lines += _leaderboard_section(leaderboard, figure_dir, report_dir)
     lines += ["## Provenance", ""]
     versions = sorted({tuple(sorted(r.versions.items())) for r in ordered})
     for v in versions:
@@ -500,11 +500,66 @@ def _leaderboard(records: dict[str, Record]):
     return None if record is None else next((t for t in record.tables if t.name == name), None)
 
 
-def _leaderboard_section(table) -> list[str]:
-    """Every measure on every population, unfolded: the table the benchmark claims are drawn from."""
+_TAU_CELL = re.compile(r"τ ([+-]?\d+(?:\.\d+)?) \[([+-]?\d+(?:\.\d+)?), ([+-]?\d+(?:\.\d+)?)\]")
+
+
+def leaderboard_taus(table) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """``{measure: {population: (τ, low, high)}}`` read back from the leaderboard's cells
+    (``τ +0.27 [+0.12, +0.43]; Ψ …``); cells without a τ (a measure that does not apply) are left out."""
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for row in table.rows:
+        for population, cell in zip(table.headers[1:], row[1:], strict=True):
+            match = _TAU_CELL.search(str(cell))
+            if match:
+                out.setdefault(str(row[0]), {})[population] = tuple(float(v) for v in match.groups())
+    return out
+
+
+def _draw_leaderboard(taus: dict[str, dict[str, tuple[float, float, float]]], populations: list[str], path: Path):
+    """A heat map of τ (measures × populations); in each cell a whisker spans the 95% CI on the
+    cell's own τ scale (left edge −1, right edge +1) with a dot at τ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures = list(taus)
+    grid = np.array([[taus[m].get(p, (np.nan,) * 3)[0] for p in populations] for m in measures])
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(populations), 0.9 + 0.32 * len(measures)), dpi=110)
+    image = ax.imshow(grid, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    for i, m in enumerate(measures):
+        for j, p in enumerate(populations):
+            if p not in taus[m]:
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=6, color="0.4")
+                continue
+            tau, low, high = taus[m][p]
+            ax.plot([j + 0.42 * low, j + 0.42 * high], [i + 0.22, i + 0.22], color="k", lw=1)
+            ax.plot([j + 0.42 * tau], [i + 0.22], "o", color="k", ms=2.5)
+            ax.text(j, i - 0.12, f"{tau:+.2f}", ha="center", va="center", fontsize=6.5)
+    ax.set_xticks(range(len(populations)), populations)
+    ax.set_yticks(range(len(measures)), measures, fontsize=7)
+    ax.set_title("Kendall τ with the gap; whisker: 95% CI on the cell's [−1, 1] scale", fontsize=8)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label="τ")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _leaderboard_section(table, figure_dir: Path, report_dir: Path) -> list[str]:
+    """Every measure on every population, unfolded: the table the benchmark claims are drawn from,
+    with its heat map."""
     if table is None:
         return []
     rows = [[format_value(c) for c in row] for row in table.rows]
+    figure = []
+    taus = leaderboard_taus(table)
+    if taus:
+        path = figure_dir / "leaderboard-tau.png"
+        _draw_leaderboard(taus, [str(h) for h in table.headers[1:]], path)
+        figure = [f"![Kendall τ of every measure on every population]({os.path.relpath(path, report_dir)})", ""]
     return [
         "## Measure leaderboard",
         "",
@@ -512,6 +567,7 @@ def _leaderboard_section(table) -> list[str]:
         f"on every population, from {_link(LEADERBOARD[0])} (its section has the definitions, the scatter plots and "
         "the per-model tables). A table, not a claim: it cannot be refuted.",
         "",
+        *figure,
         tabulate(rows, headers=table.headers, tablefmt="github"),
         "",
     ]

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["TraceSearch", "flattest_output_layer", "search_flattest_interpolator", "search_without_interpolation"]
+__all__ = [
+    "TraceSearch",
+    "feature_gram",
+    "flattest_output_layer",
+    "search_flattest_interpolator",
+    "search_without_interpolation",
+]
 
 
 @dataclass(frozen=True)
@@ -56,11 +62,31 @@ def _feature_jacobians(w, b, x, simln_eps):
     return phi, jac
 
 
+def feature_gram(w, b, x, simln_eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Φ (n, m) and ``M = Σ_i J_iᵀ J_i`` (m, m), in closed form. Neuron j's parameters enter only
+    through h_j = relu(z_j), z_j = w_jᵀx + b_j, so ``∂φ/∂(w_j, b_j) = G[:, j] (x, 1)ᵀ`` with
+    ``G = (∂φ/∂h) diag(1[z > 0])`` and ``M = Σ_i (‖x_i‖² + 1) G_i G_iᵀ``. Without Sim-LN ∂φ/∂h = I,
+    so M = diag(Σ_i 1[z_ij > 0] (‖x_i‖² + 1)); with Sim-LN φ = h/s, s = max(‖h‖, ϵ), and
+    ∂φ/∂h = I/s − [‖h‖ > ϵ] h hᵀ/s³. (Tested against per-sample Jacobians.)"""
+    z = x @ w.T + b
+    h, active = torch.relu(z), (z > 0).to(x.dtype)
+    lifted = x.pow(2).sum(1) + 1
+    if simln_eps is None:
+        return h, torch.diag(active.T @ lifted)
+    norm = h.norm(dim=1)
+    s = torch.clamp(norm, min=simln_eps)
+    outer = (
+        torch.where(norm > simln_eps, 1.0, 0.0)[:, None, None] * h[:, :, None] * h[:, None, :] / s[:, None, None] ** 3
+    )
+    dphi = torch.eye(h.shape[1], dtype=x.dtype) / s[:, None, None] - outer
+    g = dphi * active[:, None, :]
+    return h / s[:, None], torch.einsum("ikj,ilj,i->kl", g, g, lifted)
+
+
 def flattest_output_layer(w, b, x, y, simln_eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(a*, T(a*))``: the interpolating output layer of least trace for hidden weights (W, b)."""
-    phi, jac = _feature_jacobians(w, b, x, simln_eps)
+    phi, gram = feature_gram(w, b, x, simln_eps)
     n, m = phi.shape
-    gram = torch.einsum("ipk,ipl->kl", jac, jac)  # M = Σ_i J_iᵀ J_i
     # a tiny ridge pins the output weight of a neuron that is dead on every sample (a zero row and
     # column of M) to 0; it moves the trace by O(1e-12 ‖a‖²)
     ridge = 1e-12 * torch.eye(m, dtype=x.dtype)
@@ -147,17 +173,20 @@ def search_without_interpolation(
     simln_eps: float | None = None,
     steps: int = 300,
     lr: float = 0.02,
+    init_scale: float = 1.0,
 ) -> float:
     """The control: the same descent on ``T(a; W, b)`` over all weights with no interpolation
-    constraint (the trace of the Gauss–Newton matrix anywhere); its smallest value."""
+    constraint (the trace of the Gauss–Newton matrix anywhere), from Gaussian weights times
+    ``init_scale``; its final value. (Sim-LN's normalized features have ‖φ‖ = 1 and no gradient in
+    the scale of W while ‖Wx + b‖ ≥ ϵ: a small start is inside the region where it can shrink.)"""
     n, d = x.shape
-    w = (torch.randn(width, d, generator=generator, dtype=x.dtype) / d**0.5).requires_grad_(True)
-    b = torch.randn(width, generator=generator, dtype=x.dtype).requires_grad_(True)
-    a = torch.randn(width, generator=generator, dtype=x.dtype).requires_grad_(True)
+    w = (init_scale * torch.randn(width, d, generator=generator, dtype=x.dtype) / d**0.5).requires_grad_(True)
+    b = (init_scale * torch.randn(width, generator=generator, dtype=x.dtype)).requires_grad_(True)
+    a = (init_scale * torch.randn(width, generator=generator, dtype=x.dtype)).requires_grad_(True)
 
     def trace(wi, bi, ai):
-        phi, jac = _feature_jacobians(wi, bi, x, simln_eps)
-        return 2.0 / n * ((phi**2).sum() + torch.einsum("ipk,k->ip", jac, ai).pow(2).sum())
+        phi, gram = feature_gram(wi, bi, x, simln_eps)
+        return 2.0 / n * ((phi**2).sum() + ai @ gram @ ai)
 
     _descend(trace, [w, b, a], steps, lr)
     with torch.no_grad():

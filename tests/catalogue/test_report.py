@@ -89,3 +89,21 @@ def test_the_readme_table_is_replaced_between_its_markers():
     assert replace_readme_table(text, "| new |") == f"intro\n{start}\n| new |\n{end}\nrest\n"
     with pytest.raises(ValueError, match="markers"):
         replace_readme_table("no table here", "| new |")
+
+
+def test_leaderboard_taus_read_back_the_cells_the_benchmark_writes():
+    from catalogue.claim import Table
+    from catalogue.report import leaderboard_taus
+
+    table = Table(
+        name="leaderboard",
+        headers=["measure", "digits", "xor"],
+        rows=[
+            ["lambda_max", "τ -0.03 [-0.16, +0.11]; Ψ -0.02; CMI 0.001", "τ +0.27 [+0.12, +0.43]; Ψ +0.31; CMI 0.018"],
+            ["symmetry_min_trace", "n/a", "τ +0.39 [+0.20, +0.55]; Ψ +0.40; CMI 0.020"],
+        ],
+    )
+    assert leaderboard_taus(table) == {
+        "lambda_max": {"digits": (-0.03, -0.16, 0.11), "xor": (0.27, 0.12, 0.43)},
+        "symmetry_min_trace": {"xor": (0.39, 0.2, 0.55)},
+    }

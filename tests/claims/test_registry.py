@@ -71,6 +71,7 @@ QUICK_VERDICTS: dict[str, str] = {
     "vardhan2026.flattest-generalize": "holds",
     "vardhan2026.high-noise-limit": "holds",
     "vardhan2026.symmetry-cannot-flatten-bad": "holds",
+    "wen2023.bias-bound-survives-search": "holds",
     "wen2023.bias-flattest-can-generalize": "holds",
     "wen2023.bias-flattest-can-memorize": "refuted",
     "wen2023.bias-min-trace-bound": "holds",
@@ -83,6 +84,7 @@ QUICK_VERDICTS: dict[str, str] = {
     "wen2023.sam-simbn-generalizes": "holds",
     "wen2023.sam-simln-generalizes": "inconclusive",
     "wen2023.simbn-infimum": "inconclusive",
+    "wen2023.simln-bound-survives-search": "holds",
     "wen2023.simln-flattest-can-memorize": "refuted",
     "wen2023.trace-identity": "holds",
 }

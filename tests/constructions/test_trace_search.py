@@ -5,6 +5,8 @@ import torch
 
 from constructions.specs import XorSpec
 from constructions.trace_search import (
+    _feature_jacobians,
+    feature_gram,
     flattest_output_layer,
     search_flattest_interpolator,
     search_without_interpolation,
@@ -61,3 +63,15 @@ def test_no_interpolator_found_is_flatter_than_the_bias_bound_but_the_unconstrai
     assert found.smallest_trace >= bound - 1e-9
     # the control: without the constraint the same descent goes far below the bound
     assert search_without_interpolation(x, y, 8, generator=torch.Generator().manual_seed(4), steps=100) < bound / 2
+
+
+@pytest.mark.parametrize("simln_eps", [None, 1.0, 50.0])  # Sim-LN with ‖h‖ > ϵ and with ‖h‖ < ϵ
+def test_the_closed_form_gram_is_the_per_sample_jacobians(simln_eps):
+    """Φ and M = Σ_i J_iᵀJ_i in closed form equal those from torch.func's per-sample Jacobians."""
+    x, _ = _cube()
+    g = torch.Generator().manual_seed(5)
+    w, b = torch.randn(9, 3, generator=g, dtype=torch.float64), torch.randn(9, generator=g, dtype=torch.float64)
+    phi, gram = feature_gram(w, b, x, simln_eps)
+    phi_ref, jac = _feature_jacobians(w, b, x, simln_eps)
+    assert torch.allclose(phi, phi_ref, rtol=1e-14, atol=1e-15)
+    assert torch.allclose(gram, torch.einsum("ipk,ipl->kl", jac, jac), rtol=1e-12, atol=1e-14)
