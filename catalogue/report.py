@@ -82,6 +82,18 @@ def _key_evidence(record: Record) -> str:
     return "; ".join(f"{k} = {format_value(v)}" for k, v in items)
 
 
+def _save_figure(fig, path: Path) -> None:
+    """Lay out, write atomically (a torn PNG never replaces a good one), close."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
 def _draw(figure: Figure, path: Path) -> None:
     import matplotlib
 
@@ -118,12 +130,7 @@ def _draw(figure: Figure, path: Path) -> None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     elif len(figure.series) > 1:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, path)
+    _save_figure(fig, path)
 
 
 def _data_link(value: Any, report_dir: Path) -> str | None:
@@ -540,12 +547,7 @@ def _draw_leaderboard(taus: dict[str, dict[str, tuple[float, float, float]]], po
     ax.set_yticks(range(len(measures)), measures, fontsize=7)
     ax.set_title("Kendall τ with the gap; whisker: 95% CI on the cell's [−1, 1] scale", fontsize=8)
     fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02, label="τ")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, path)
+    _save_figure(fig, path)
 
 
 def _leaderboard_section(table, figure_dir: Path, report_dir: Path) -> list[str]:
