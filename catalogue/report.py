@@ -255,19 +255,23 @@ def check_rows(record: Record) -> list[list[str]]:
     return rows
 
 
-def _checks(record: Record) -> list[str]:
-    """The rule as applied; a long one (a rule over each population, each cell) opens with its counts
-    and the checks that did not hold, the whole list folded."""
+def _checks(record: Record, data: Path, report_dir: Path) -> list[str]:
+    """The rule as applied; a long one (a rule over each population, each cell) opens with its counts,
+    the checks that did not hold and each distinct reason once, the whole list in the CSV ``data``."""
     rows = check_rows(record)
     if len(rows) <= LONG_TABLE:
         return _table("verdict rule, applied", rows, CHECK_HEADERS)
     counts = Counter(c.verdict for c in record.checks)
     summary = ", ".join(f"{counts[v]} {v}" for v in ("holds", "inconclusive", "refuted") if counts[v])
     lines = [f"*{len(rows)} checks of the verdict rule: {summary}.*", ""]
-    misses = [row for row, check in zip(rows, record.checks, strict=True) if check.verdict != "holds"]
+    misses = [row[:3] for row, check in zip(rows, record.checks, strict=True) if check.verdict != "holds"]
     if misses:
-        lines += _table("checks that did not hold", misses, CHECK_HEADERS, named=True)
-    return lines + _table("verdict rule, applied", rows, CHECK_HEADERS)
+        lines += _data_table(
+            "checks that did not hold", misses, CHECK_HEADERS[:3], data.with_name(data.stem + "-misses.csv"), report_dir
+        )
+    reasons = list(dict.fromkeys(check.why for check in record.checks if check.why))
+    lines += ["*why these thresholds*:", "", *(f"- {why}" for why in reasons), ""]
+    return lines + _data_table("verdict rule, applied", rows, CHECK_HEADERS, data, report_dir)
 
 
 def seed_rows(record: Record) -> tuple[list[str], list[list[Any]]]:
@@ -279,16 +283,23 @@ def seed_rows(record: Record) -> tuple[list[str], list[list[Any]]]:
     return ["seed", "verdict", *quantities], rows
 
 
-def _seeds_table(record: Record) -> list[str]:
-    """Each seed's verdict and numbers (the tables above are the first seed's)."""
+def _seeds_table(record: Record, data: Path, report_dir: Path) -> list[str]:
+    """Each seed's verdict and numbers (the tables above are the first seed's); with more than a few
+    numbers, one row per number and a column per seed (a long one in the CSV ``data``)."""
     headers, rows = seed_rows(record)
+    if len(headers) > 8:
+        columns = list(zip(*rows, strict=True))
+        headers, rows = (
+            ["", *(f"seed {seed}" for seed in columns[0])],
+            [[name, *values] for name, values in zip(headers[1:], columns[1:], strict=True)],
+        )
     intro = (
         f"*Across {len(record.seeds)} seeds* the verdict is **{record.verdict}**: holds (refuted) when at least 80% "
         "of the seeds hold (refute) and none says the opposite, otherwise inconclusive (seed-dependent). The "
         "evidence, checks and figures shown are seed "
-        f"{record.seeds[0].seed}'s."
+        f"{record.seeds[0].seed}'s. Per seed: " + ", ".join(f"{run.seed} {run.verdict}" for run in record.seeds) + "."
     )
-    return [intro, "", tabulate(rows, headers=headers, tablefmt="github"), ""]
+    return [intro, "", *_data_table("per seed", rows, headers, data, report_dir, named=False)]
 
 
 def _seed_text(record: Record) -> str:
@@ -361,12 +372,12 @@ def _record_body(record: Record, figure_dir: Path, report_dir: Path, stale: str 
         lines += [f"**Error:** `{record.error}`", ""]
     if record.notes:
         lines += [record.notes, ""]
-    if record.checks:
-        lines += _checks(record)
-    if record.seeds:
-        lines += _seeds_table(record)
     data = report_dir / "report" / "data"
     stem = f"{anchor(record.claim_id)}{suffix.replace('@', '-')}"
+    if record.checks:
+        lines += _checks(record, data / f"{stem}-checks.csv", report_dir)
+    if record.seeds:
+        lines += _seeds_table(record, data / f"{stem}-seeds.csv", report_dir)
     if record.evidence:
         items = flat_items(record.evidence)
         links = {k: link for k, v in items if (link := _data_link(v, report_dir))}
