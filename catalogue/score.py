@@ -174,9 +174,13 @@ def _user_value(task, measure_spec: str, seed: int, weights: dict | None) -> dic
     value = error = math.nan
     failure = ""
     with one_thread():
+        model = None
         if weights is not None:
-            model, x, y = stored_member(task, weights)
-        else:
+            try:
+                model, x, y = stored_member(task, weights)
+            except (RuntimeError, KeyError):  # weights that do not fit the net: train it again instead
+                model = None
+        if model is None:  # the same model, from its seeds
             trained = trained_member(task)
             model, x, y = trained.model, trained.x, trained.y
         obj = Objective(model, x, y)

@@ -10,7 +10,11 @@ calls flatter (the convention of the panel: a larger value means sharper):
   generalizing Eq. 5 net (r = (d+1)^{1/4}), on d = 10 hypercube XOR, exact population loss;
 * ``wen-simln``: the Sim-LN memorizer (Prop. 5.1) vs the Sim-LN generalizer (Prop. 5.2);
 * ``vardhan-misaligned``: Vardhan, Taheri, Mazumdar 2026's teacher interpolator of noiseless
-  single-index data vs the flattest interpolator on directions misaligned with it (ρ = 0.5).
+  single-index data vs the flattest interpolator on directions misaligned with it (ρ = 0.5);
+* ``lyu-gdwd-vs-flow``: Lyu, Li, Arora 2022's BN linear regression (n = 12, d = 40) from one init:
+  the final GD+WD iterate (η = 0.1, λ = 0.01, 12/(ηλ) steps; on the Edge-of-Stability 2-cycle, so
+  train loss ~1e-4, not 0) vs the gradient-flow-with-WD limit (t = 600); which one generalizes
+  better is measured on fresh teacher samples through the equivalent linear model.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 from torch import nn
 
 from constructions import symmetries
+from constructions.bn_regression import build_bn_regression, gradient_descent, gradient_flow
 from constructions.mlp_regression import build_mlp_regression
 from constructions.multi_index import (
     Interpolator,
@@ -31,7 +36,7 @@ from constructions.multi_index import (
     flattest_on_directions,
     misaligned_directions,
 )
-from constructions.specs import MLPRegressionSpec, MultiIndexSpec, XorSpec
+from constructions.specs import BNLinearRegressionSpec, MLPRegressionSpec, MultiIndexSpec, XorSpec
 from constructions.training import train_lbfgs
 from constructions.xor import (
     bias_generalizer,
@@ -146,6 +151,40 @@ def _vardhan_pair(generator: torch.Generator, d: int = 16, n: int = 32, width: i
     )
 
 
+def _lyu_pair(generator: torch.Generator, lr: float = 0.1, weight_decay: float = 0.01) -> Pair:
+    problem = build_bn_regression(BNLinearRegressionSpec(n=12, d=40), generator)
+    w0 = torch.randn(1, 40, generator=generator, dtype=torch.float64)
+    steps = round(12 / (lr * weight_decay))
+    limits = {
+        "GD+WD final iterate": gradient_descent(
+            problem, w0, lr=lr, weight_decay=weight_decay, steps=steps, log_every=steps
+        ).w,
+        "gradient flow + WD limit": gradient_flow(problem, w0, weight_decay=weight_decay, t_end=600.0, n_log=2).w,
+    }
+    x_test, y_test = problem.fresh_samples(4000, generator)
+    losses = {}
+    for name, w in limits.items():
+        w_tilde, b_tilde = problem.equivalent_linear(w)
+        losses[name] = float(((x_test @ w_tilde[0] + b_tilde[0] - y_test) ** 2).mean())
+    better, worse = sorted(limits, key=losses.get)
+    x, y = problem.data.x, problem.data.y
+    return Pair(
+        "lyu-gdwd-vs-flow",
+        "Lyu, Li, Arora 2022, §5: GD+WD drifts to flatter (spherical sharpness) and, here, better solutions",
+        better,
+        worse,
+        Objective(problem.model(limits[better][0]), x, y),
+        Objective(problem.model(limits[worse][0]), x, y),
+        losses[better],
+        losses[worse],
+    )
+
+
 def counterexample_pairs(draws: Callable[[str], torch.Generator]) -> list[Pair]:
     """Every pair; ``draws(name)`` gives the generator of one construction's random draws."""
-    return [_dinh_pair(draws("dinh")), *_wen_pairs(draws("wen")), _vardhan_pair(draws("vardhan"))]
+    return [
+        _dinh_pair(draws("dinh")),
+        *_wen_pairs(draws("wen")),
+        _vardhan_pair(draws("vardhan")),
+        _lyu_pair(draws("lyu")),
+    ]
