@@ -206,7 +206,14 @@ def _member_values(population, kept, measure: Measure, ctx: ClaimContext, rescal
         if task.key in wanted:
             seed = seeding.derive_seed(task.spec_hash, 0, ctx.seed, f"measure:{measure.name}") % 2**31
             jobs.append((task, measure.name, seed, stored_weights(ctx, task.key)))
-    return {v["key"]: v for v in map_unordered(_star_user_value, jobs, ctx.execution)}
+    from tqdm import tqdm
+
+    values = {}
+    with tqdm(total=len(jobs), desc=f"score {population.base.kind}", unit="model", disable=not ctx.progress) as bar:
+        for value in map_unordered(_star_user_value, jobs, ctx.execution):
+            values[value["key"]] = value
+            bar.update(1)
+    return values
 
 
 def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
