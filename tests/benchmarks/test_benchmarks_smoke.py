@@ -27,3 +27,11 @@ def test_populations_benchmark_quick(capsys):
     populations.main(["--quick"])
     out = capsys.readouterr().out
     assert "lambda_max" in out and "projected min" in out and "multi_index" in out
+
+
+def test_trace_search_benchmark_quick(capsys):
+    from benchmarks import trace_search
+
+    trace_search.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "closed form" in out and "Sim-LN" in out and "trace rel. diff" in out
