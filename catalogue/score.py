@@ -22,6 +22,7 @@ matrix (tested). One JSON record per measure and ``scorecard.md`` with a figure 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -135,11 +136,19 @@ def _compare(pair, better, worse, one_function_rtol: float) -> str:
     return "agrees" if better.value < worse.value else "fooled"
 
 
+@functools.lru_cache(maxsize=2)
+def _pairs(seed: int) -> tuple:
+    """The pairs of one user seed, built once per process (measures read them, never change them)."""
+    return tuple(
+        counterexample_pairs(
+            lambda name: seeding.torch_generator(seeding.derive_seed("counterexamples", 0, seed, name))
+        )
+    )
+
+
 def counterexample_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
     """The measure on both solutions of every pair; which it calls flatter."""
-    pairs = counterexample_pairs(
-        lambda name: seeding.torch_generator(seeding.derive_seed("counterexamples", 0, settings.seed, name))
-    )
+    pairs = _pairs(settings.seed)
     seed = seeding.derive_seed("counterexamples", 0, settings.seed, f"measure:{measure.name}") % 2**31
     out = {}
     for pair in pairs:

@@ -6,6 +6,8 @@ calls flatter (the convention of the panel: a larger value means sharper):
 
 * ``dinh-t-alpha``: a trained ReLU MLP and its T_α image (α = 100, Dinh et al. 2017, Thm 4): one
   function, so a measure that tells them apart depends on the parametrization;
+* ``dinh-digits``: a digits MLP fitted to clean labels vs the same MLP fitted to labels half
+  replaced at random (Dinh et al. 2017 §5's pair, before their rescaling; both to train MSE ≈ 0);
 * ``wen-bias``: Wen, Li, Ma 2023's bias-net memorizer (Prop. 4.1, the flattest interpolator) vs the
   generalizing Eq. 5 net (r = (d+1)^{1/4}), on d = 10 hypercube XOR, exact population loss;
 * ``wen-simln``: the Sim-LN memorizer (Prop. 5.1) vs the Sim-LN generalizer (Prop. 5.2);
@@ -28,6 +30,7 @@ from torch import nn
 
 from constructions import symmetries
 from constructions.bn_regression import build_bn_regression, gradient_descent, gradient_flow
+from constructions.digits import build_digits
 from constructions.mlp_regression import build_mlp_regression
 from constructions.multi_index import (
     Interpolator,
@@ -36,7 +39,7 @@ from constructions.multi_index import (
     flattest_on_directions,
     misaligned_directions,
 )
-from constructions.specs import BNLinearRegressionSpec, MLPRegressionSpec, MultiIndexSpec, XorSpec
+from constructions.specs import BNLinearRegressionSpec, DigitsSpec, MLPRegressionSpec, MultiIndexSpec, XorSpec
 from constructions.training import train_lbfgs
 from constructions.xor import (
     bias_generalizer,
@@ -52,8 +55,9 @@ __all__ = ["Pair", "counterexample_pairs"]
 
 @dataclass(frozen=True)
 class Pair:
-    """Two solutions of one training set; ``better`` generalizes at least as well as ``worse``
-    (equal when ``same_function``)."""
+    """Two solutions (of one training set; for ``dinh-digits`` of one set of inputs with clean and
+    partly random labels); ``better`` generalizes at least as well as ``worse`` (equal when
+    ``same_function``)."""
 
     name: str
     source: str
@@ -81,6 +85,26 @@ def _dinh_pair(generator: torch.Generator) -> Pair:
         Objective(rescaled, problem.data.x, problem.data.y),
         *losses,
         same_function=True,
+    )
+
+
+def _digits_pair(generator: torch.Generator) -> Pair:
+    fitted = {}
+    for noise in (0.0, 0.5):
+        problem = build_digits(DigitsSpec(n_train=150, n_test=500, hidden=(64,), label_noise=noise), generator)
+        train_lbfgs(problem.model, mse, problem.data.x, problem.data.y, max_iter=1500)
+        with torch.no_grad():
+            test = float(mse(problem.model(problem.data.x_test), problem.data.y_test))
+        fitted[noise] = (Objective(problem.model, problem.data.x, problem.data.y), test)
+    return Pair(
+        "dinh-digits",
+        "Dinh et al. 2017, §5: a net fitted to clean labels vs one fitted to 50% random labels, equal train loss",
+        "clean labels",
+        "50% random labels",
+        fitted[0.0][0],
+        fitted[0.5][0],
+        fitted[0.0][1],
+        fitted[0.5][1],
     )
 
 
@@ -184,6 +208,7 @@ def counterexample_pairs(draws: Callable[[str], torch.Generator]) -> list[Pair]:
     """Every pair; ``draws(name)`` gives the generator of one construction's random draws."""
     return [
         _dinh_pair(draws("dinh")),
+        _digits_pair(draws("dinh-digits")),
         *_wen_pairs(draws("wen")),
         _vardhan_pair(draws("vardhan")),
         _lyu_pair(draws("lyu")),
