@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import TypeAdapter
 
 from catalogue import provenance, seeding
 from catalogue.atomic import atomic_write_bytes, atomic_write_text
@@ -34,7 +33,7 @@ from catalogue.kernels import PINNED
 from catalogue.parallel import map_unordered
 from catalogue.versions import versions
 from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, measure_member
-from constructions.populations import ModelSpec, Population, task_of
+from constructions.populations import Population, task_of
 from evaluators.scores import score_population
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "population_scores",
 ]
 
-_MODEL_SPEC = TypeAdapter(ModelSpec)
 _MEMO: dict[str, dict[str, Any]] = {}
 
 
@@ -57,11 +55,9 @@ def _code_fingerprint() -> dict[str, str]:
     return {**versions(), **kernels, "code": provenance.digest(seeding.canonical_json(files))}
 
 
-def member_seeds(spec_json: str, user_seed: int) -> dict[str, int]:
+def member_seeds(spec, member_hash: str, user_seed: int) -> dict[str, int]:
     """Every stream of one member: its data from its task (members sharing a task share their
     draws), its training, measures and rescalings from its own spec hash."""
-    spec = _MODEL_SPEC.validate_json(spec_json)
-    member_hash = seeding.spec_hash(json.loads(spec_json))
     seeds = {"data": seeding.derive_seed(seeding.spec_hash(task_of(spec)), 0, user_seed, "data")}
     for tag in ("train", *(f"rescale:{kind}" for kind in RESCALINGS)):
         seeds[tag] = seeding.derive_seed(member_hash, 0, user_seed, tag)
@@ -72,9 +68,10 @@ def member_seeds(spec_json: str, user_seed: int) -> dict[str, int]:
 
 def member_task(member, user_seed: int, rescale_max: float) -> MemberTask:
     spec_json = seeding.canonical_json(member)
+    model = json.loads(spec_json)
     key = seeding.spec_hash(
         {
-            "model": json.loads(spec_json),
+            "model": model,
             "user_seed": user_seed,
             "rescale_max": rescale_max,
             "panel": list(MEASURES),
@@ -82,8 +79,9 @@ def member_task(member, user_seed: int, rescale_max: float) -> MemberTask:
             "code": _code_fingerprint(),
         }
     )
-    spec_hash = seeding.spec_hash(json.loads(spec_json))
-    return MemberTask(spec_json, spec_hash, member_seeds(spec_json, user_seed), rescale_max, key)
+    member_hash = seeding.spec_hash(model)
+    seeds = member_seeds(member, member_hash, user_seed)
+    return MemberTask(spec_json, member_hash, seeds, rescale_max, key)
 
 
 def _cache_path(ctx: ClaimContext, key: str) -> Path | None:

@@ -234,16 +234,16 @@ def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
         hyper = population.hyperparameters
         kept = included(rows)
         builtin = population_scores(kept, hyper, ctx.seed, p.resamples)
-        if measure.name in MEASURES:
-            column, failures = measure.name, []
-        else:
+        column = measure.name
+        if column in MEASURES:  # a panel measure: its scores are the leaderboard's
+            scores, failures = builtin[column], []
+        else:  # the bootstrap seeded as population_scores seeds a panel column's
             values = _member_values(population, kept, measure, ctx, p.rescale_max)
-            column = measure.name
             kept = [{**row, column: values[row["key"]]["value"]} for row in kept]
             failures = [values[r["key"]]["failure"] for r in kept if values[r["key"]]["failure"]]
-        key = seeding.spec_hash({"models": [r["spec_hash"] for r in kept]})
-        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"bootstrap:{column}"))
-        scores = score_population(kept, hyper, column, rng, p.resamples)
+            key = seeding.spec_hash({"models": [r["spec_hash"] for r in kept]})
+            rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"bootstrap:{column}"))
+            scores = score_population(kept, hyper, column, rng, p.resamples)
         others = {m: s.tau[0] for m, s in builtin.items() if m != column and math.isfinite(s.tau[0])}
         rank = 1 + sum(abs(t) > abs(scores.tau[0]) for t in others.values()) if math.isfinite(scores.tau[0]) else None
         out[name] = {

@@ -19,7 +19,7 @@ constraint) must go below any positive bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -39,10 +39,10 @@ class TraceSearch:
     smallest_trace: float
     residual: float  # training MSE at the smallest: ≤ 1e-20 means exact interpolation up to round-off
     starts: int
-    trace_per_start: list[float] = field(default_factory=list)
-    w: torch.Tensor | None = None
-    b: torch.Tensor | None = None
-    a: torch.Tensor | None = None
+    trace_per_start: list[float]
+    w: torch.Tensor
+    b: torch.Tensor
+    a: torch.Tensor
 
 
 def _features(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor, simln_eps: float | None) -> torch.Tensor:
@@ -145,8 +145,7 @@ def search_flattest_interpolator(
     for _ in range(random_starts):
         w0 = torch.randn(width, d, generator=generator, dtype=x.dtype) / d**0.5
         inits.append((w0, torch.randn(width, generator=generator, dtype=x.dtype)))
-    best: TraceSearch | None = None
-    per_start = []
+    found = []  # (trace, residual, w, b, a) per start; a start that lost interpolation counts as +∞
     for w0, b0 in inits:
         w, b = w0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
         _descend(lambda wi, bi: flattest_output_layer(wi, bi, x, y, simln_eps)[1], [w, b], steps, lr)
@@ -156,12 +155,10 @@ def search_flattest_interpolator(
                 residual = float(((_features(w, b, x, simln_eps) @ a - y) ** 2).mean())
         except torch.linalg.LinAlgError:
             a, trace, residual = torch.zeros(width, dtype=x.dtype), torch.tensor(float("inf")), float("inf")
-        value = float(trace) if residual <= 1e-20 else float("inf")  # only interpolators count
-        per_start.append(value)
-        if best is None or value < best.smallest_trace:
-            best = TraceSearch(value, residual, len(inits), [], w.detach(), b.detach(), a)
-    assert best is not None
-    return TraceSearch(best.smallest_trace, best.residual, len(inits), per_start, best.w, best.b, best.a)
+        value = float(trace) if residual <= 1e-20 else float("inf")
+        found.append((value, residual, w.detach(), b.detach(), a))
+    smallest, residual, w, b, a = min(found, key=lambda start: start[0])  # the first of equal ones, as before
+    return TraceSearch(smallest, residual, len(inits), [start[0] for start in found], w, b, a)
 
 
 def search_without_interpolation(
