@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from catalogue import seeding
 from catalogue.parallel import Execution
@@ -41,7 +41,7 @@ ControlExpectation = Literal["holds", "refuted", "inconclusive", "not refuted", 
 ClaimKind = Literal["identity", "construction", "empirical"]
 KINDS: tuple[ClaimKind, ...] = ("identity", "construction", "empirical")
 MODES = ("quick", "full", "paper")
-FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "invariance", "benchmark")
+FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "label_noise", "invariance", "benchmark")
 
 
 class _Frozen(BaseModel):
@@ -68,14 +68,20 @@ class Source(_Frozen):
 
 
 class Series(_Frozen):
-    """One curve of a figure: ``style`` line, scatter, or hline (a reference level in ``y[0]``)."""
+    """One curve of a figure: ``style`` line, scatter, or hline (a reference level in ``y[0]``).
+
+    ``lower`` and ``upper`` (empty, or one entry per point) bound an interval around each y, drawn
+    as a band (lines) or whiskers (markers, scatter); the label says what interval it is.
+    """
 
     label: str
     x: list[float | None] = Field(default_factory=list)
     y: list[float | None]
+    lower: list[float | None] = Field(default_factory=list)
+    upper: list[float | None] = Field(default_factory=list)
     style: Literal["line", "scatter", "hline", "markers"] = "line"
 
-    @field_validator("x", "y", mode="before")
+    @field_validator("x", "y", "lower", "upper", mode="before")
     @classmethod
     def _finite_or_none(cls, values: list) -> list:
         """Non-finite points become gaps (None) instead of breaking the JSON record."""
@@ -84,6 +90,30 @@ class Series(_Frozen):
             v = None if v is None else float(v)
             out.append(v if v is not None and math.isfinite(v) else None)
         return out
+
+    @model_validator(mode="after")
+    def _interval_per_point(self) -> Series:
+        if (len(self.lower), len(self.upper)) not in ((0, 0), (len(self.y), len(self.y))):
+            raise ValueError(f"series {self.label!r}: lower and upper need one entry per point or none")
+        return self
+
+    @classmethod
+    def mean_band(cls, label: str, x, samples, *, log: bool = False, style: str = "line") -> Series:
+        """The mean over the rows of ``samples`` (runs × points) with ± 2 standard errors of the
+        mean; ``log``: the geometric mean with its band on the log scale."""
+        values = np.log(np.asarray(samples, dtype=float)) if log else np.asarray(samples, dtype=float)
+        mean = values.mean(axis=0)
+        half = 2 * values.std(axis=0, ddof=1) / np.sqrt(values.shape[0]) if values.shape[0] > 1 else 0 * mean
+        back = np.exp if log else (lambda v: v)
+        suffix = " (band: ± 2 s.e. of the log)" if log else " (band: ± 2 s.e.)"
+        return cls(
+            label=label + suffix if values.shape[0] > 1 else label,
+            x=list(x),
+            y=back(mean).tolist(),
+            lower=back(mean - half).tolist() if values.shape[0] > 1 else [],
+            upper=back(mean + half).tolist() if values.shape[0] > 1 else [],
+            style=style,
+        )
 
 
 class Figure(_Frozen):

@@ -122,8 +122,16 @@ def spec_file_schema(claim_id: str | None = None) -> dict:
 
 # ---------------------------------------------------------------------- verbs
 def _check_family(family: str | None) -> None:
-    if family and family not in FAMILIES:
-        raise UsageError(f"--family: unknown family {family!r}; families are {', '.join(FAMILIES)}")
+    if family and family not in (known := registry.families()):
+        raise UsageError(f"--family: unknown family {family!r}; families are {', '.join(known)}")
+
+
+def _load_plugins(args) -> None:
+    for path in getattr(args, "plugin", None) or ():
+        try:
+            registry.load_plugin(path)
+        except registry.PluginError as exc:
+            raise UsageError(str(exc)) from None
 
 
 RECORDS = "report/records"
@@ -433,6 +441,8 @@ def _cmd_verify(args) -> int:
         raise UsageError(f"--results: no such directory {results}")
     if args.rerun_sample < 0:
         raise UsageError(f"--rerun-sample: must be ≥ 0, got {args.rerun_sample}")
+    if not (0.0 <= args.rtol < 1.0):
+        raise UsageError(f"--rtol: must be in [0, 1), got {args.rtol}")
     if args.rerun and args.rerun_sample:
         raise UsageError("verify: give --rerun IDs or --rerun-sample K, not both")
     for cid in args.rerun or ():
@@ -450,6 +460,7 @@ def _cmd_verify(args) -> int:
         sample_seed=args.sample_seed,
         n_jobs=args.jobs,
         on_rerun=None if args.json else rerun_done,
+        rtol=args.rtol,
     )
     allowed = {"current", "stale"} if args.allow_stale else {"current"}
     failed = [v for v in rows if v.status not in allowed or v.rerun not in (None, "reproduced")]
@@ -533,23 +544,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="catalogue", description="Run and report claims about flatness and generalization.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    plugin = _Parser(add_help=False)
+    plugin.add_argument(
+        "--plugin",
+        action="append",
+        metavar="FILE",
+        help="a Python file of claims to register beside the built-in ones (repeatable); installed entry points of "
+        "flatness_catalogue.claims are found without it",
+    )
 
     strict = "warnings about record files (stale, edited, invalid) make the exit code 1"
-    p = sub.add_parser("list", help="table of claims with their last verdict")
-    p.add_argument("--family", help=f"one of {', '.join(FAMILIES)}")
+    p = sub.add_parser("list", parents=[plugin], help="table of claims with their last verdict")
+    p.add_argument("--family", help=f"one of {', '.join(FAMILIES)} or a plugin's family")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--strict", action="store_true", help=strict)
     p.add_argument("--json", action="store_true", help="print the claims and their records as JSON")
     p.set_defaults(func=_cmd_list)
 
-    p = sub.add_parser("show", help="statement, source, specs and last evidence of one claim")
+    p = sub.add_parser("show", parents=[plugin], help="statement, source, specs and last evidence of one claim")
     p.add_argument("claim_id", help="a claim id (`catalogue list` shows them)")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--strict", action="store_true", help=strict)
     p.add_argument("--json", action="store_true", help="print the claim and its records as JSON")
     p.set_defaults(func=_cmd_show)
 
-    p = sub.add_parser("run", help="run claims and store one JSON record per claim")
+    p = sub.add_parser("run", parents=[plugin], help="run claims and store one JSON record per claim")
     p.add_argument("claim_ids", nargs="*", metavar="ID", help="claim ids (`catalogue list` shows them)")
     p.add_argument("--all", action="store_true", help="every registered claim")
     p.add_argument("--family", help="every claim of one family")
@@ -595,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("report", help="write REPORT.md (and report/figures/) from the records")
+    p = sub.add_parser("report", parents=[plugin], help="write REPORT.md (and report/figures/) from the records")
     p.add_argument("--results", default=RECORDS, help=f"records directory (default {RECORDS}/)")
     p.add_argument("--out", default="REPORT.md", help="the report's file (figures go to report/figures beside it)")
     p.add_argument(
@@ -606,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "verify",
+        parents=[plugin],
         help="check every record (current / stale / edited / invalid); optionally rerun claims and compare numbers",
     )
     p.add_argument("records", nargs="?", metavar="DIR", help="records directory (same as --results)")
@@ -614,12 +634,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rerun-sample", type=int, default=0, metavar="K", help="rerun a seeded random sample of K claims")
     p.add_argument("--sample-seed", type=int, default=0, help="seed of --rerun-sample's draw (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="parallel workers for the reruns")
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        help="let a rerun's numbers differ by this relative amount (default 0: the same bits); for another CPU "
+        "vendor than the record's, where round-off differs (README: Reproducibility)",
+    )
     p.add_argument("--allow-stale", action="store_true", help="stale records are listed but do not fail (CI)")
     p.add_argument("--json", action="store_true", help="print the verification as JSON")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(
         "score",
+        parents=[plugin],
         help="put flatness measures through the catalogue: symmetries, counterexamples, the benchmark populations",
     )
     p.add_argument(
@@ -642,7 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)
 
-    p = sub.add_parser("schema", help="JSON Schema of spec files (all claims, or one)")
+    p = sub.add_parser("schema", parents=[plugin], help="JSON Schema of spec files (all claims, or one)")
     p.add_argument("claim_id", nargs="?", help="one claim's schema (default: all)")
     p.set_defaults(func=_cmd_schema)
     return parser
@@ -651,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        _load_plugins(args)
         return args.func(args)
     except UsageError as exc:
         print(f"catalogue: error: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PACKAGES", "ROOT", "code_files", "changed_files", "content_hashes", "digest"]
+__all__ = ["PACKAGES", "ROOT", "add_external_module", "code_files", "changed_files", "content_hashes", "digest"]
 
 PACKAGES = ("catalogue", "constructions", "evaluators")
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,17 @@ def digest(data: bytes | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
+_EXTERNAL: dict[str, Path] = {}  # plugin modules (outside the project) by name
+
+
+def add_external_module(name: str, path: Path) -> None:
+    """Hash ``path`` as module ``name``'s code (a plugin's claims file), with its project imports."""
+    _EXTERNAL[name] = Path(path).resolve()
+
+
 def _module_file(name: str) -> Path | None:
+    if name in _EXTERNAL:
+        return _EXTERNAL[name]
     base = ROOT.joinpath(*name.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
@@ -98,7 +108,12 @@ def code_files(module: str) -> dict[str, str]:
         passed.update(_with_parents(name)[:-1])
         todo.extend(_imports(name))
     files = {path for name in followed | passed if (path := _module_file(name)) is not None}
-    return {p.relative_to(ROOT).as_posix(): digest(p.read_bytes()) for p in sorted(files)}
+    return {_shown(p): digest(p.read_bytes()) for p in sorted(files)}
+
+
+def _shown(path: Path) -> str:
+    """Project files relative to the project root; a plugin's file by its absolute path."""
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
 
 
 def changed_files(stored: dict[str, str], current: dict[str, str]) -> list[str]:

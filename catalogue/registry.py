@@ -1,23 +1,49 @@
-"""Every claim by id, collected from the modules of ``catalogue.claims``."""
+"""Every claim by id, collected from the modules of ``catalogue.claims`` and from plugins.
+
+A plugin is a Python file (``catalogue run --plugin path/to/claims.py``) or an installed module
+named by an entry point of the group ``flatness_catalogue.claims``; importing it registers its
+claims with the same :func:`register` decorator. A plugin's families are its own: it may not add
+claims to the built-in families (:data:`catalogue.claim.FAMILIES`).
+"""
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.metadata
+import importlib.util
 import pkgutil
 import re
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from catalogue import provenance
 from catalogue.claim import FAMILIES, KINDS, MODES, Claim, ClaimKind, Control, Source, Verdict
 from catalogue.rules import Rule
 from constructions.specs import Spec
 
-__all__ = ["register", "get", "all_claims", "UnknownClaim", "CLAIM_ID"]
+__all__ = [
+    "register",
+    "get",
+    "all_claims",
+    "families",
+    "load_plugin",
+    "plugin_file",
+    "UnknownClaim",
+    "PluginError",
+    "CLAIM_ID",
+    "ENTRY_POINT_GROUP",
+]
 
-CLAIM_ID = re.compile(r"^[a-z0-9]+\.[a-z0-9][a-z0-9-]*$")
+ENTRY_POINT_GROUP = "flatness_catalogue.claims"
+PLUGIN_PACKAGE = "catalogue_plugins"  # plugin files are imported as catalogue_plugins.<stem>_<hash>
+
+CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9_]*\.[a-z0-9][a-z0-9-]*$")
 CONTROL_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CLAIMS: dict[str, Claim] = {}
+_PLUGIN_FILES: dict[str, Path] = {}  # module name → file, for workers that must load it again
 _loaded = False
 
 
@@ -26,6 +52,10 @@ class UnknownClaim(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class PluginError(ValueError):
+    """A plugin that cannot be found, imported or registered (one line, names the plugin)."""
 
 
 def register(
@@ -58,8 +88,12 @@ def register(
     """
 
     def decorate(check: Callable) -> Callable:
-        if not CLAIM_ID.match(id) or id.split(".")[0] not in FAMILIES:
-            raise ValueError(f"claim id {id!r} must be <family>.<slug> with family in {FAMILIES}")
+        built_in = check.__module__.startswith("catalogue.claims.")
+        if not CLAIM_ID.match(id):
+            raise ValueError(
+                f"claim id {id!r} must be <family>.<slug>: lowercase letters and digits, with underscores in the "
+                "family and hyphens in the slug"
+            )
         if id in _CLAIMS:
             raise ValueError(f"claim id {id!r} registered twice")
         # one reason per mode: the modes are its keys
@@ -82,6 +116,11 @@ def register(
                     raise ValueError(
                         f"{id}: control {control.name!r} does not apply to the {mode} spec: {exc}"
                     ) from None
+        if built_in != (id.split(".")[0] in FAMILIES):  # checked last: the errors above say more
+            where = f"in {FAMILIES}" if built_in else f"not one of the built-in {FAMILIES}"
+            raise ValueError(
+                f"claim id {id!r}: the family of a {'built-in' if built_in else 'plugin'} claim must be {where}"
+            )
         _CLAIMS[id] = Claim(
             id=id,
             title=title,
@@ -115,6 +154,58 @@ def _load() -> None:
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         importlib.import_module(f"{package.__name__}.{info.name}")
     _loaded = True
+    for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            module = entry.load()
+            if getattr(module, "__file__", None):  # an entry point naming a module: hash its file
+                provenance.add_external_module(module.__name__, Path(module.__file__))
+        except Exception as exc:  # a broken installed plugin must not take the built-in claims with it
+            print(
+                f"warning: plugin entry point {entry.name!r} ({entry.value}) not loaded: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+
+
+def load_plugin(path: str | Path) -> str:
+    """Import a claims file as a plugin (once per file); returns its module name.
+
+    The file's claims register as it is imported; its hash joins their records' code (with the
+    project modules it imports), so an edit to the file makes their records stale.
+    """
+    _load()
+    file = Path(path).expanduser().resolve()
+    for name, known in _PLUGIN_FILES.items():
+        if known == file:
+            return name
+    if not file.is_file() or file.suffix != ".py":
+        raise PluginError(f"--plugin: {path} is not a Python file")
+    name = f"{PLUGIN_PACKAGE}.{re.sub(r'[^0-9a-zA-Z_]', '_', file.stem)}_{provenance.digest(str(file))[:8]}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    before = set(_CLAIMS)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        for claim_id in set(_CLAIMS) - before:  # nothing half-registered stays behind
+            del _CLAIMS[claim_id]
+        raise PluginError(f"--plugin {path}: {type(exc).__name__}: {exc}") from None
+    _PLUGIN_FILES[name] = file
+    provenance.add_external_module(name, file)
+    return name
+
+
+def plugin_file(claim: Claim) -> Path | None:
+    """The file of the plugin that registered ``claim`` (None for built-in and entry-point claims)."""
+    return _PLUGIN_FILES.get(claim.check.__module__)
+
+
+def families() -> list[str]:
+    """Built-in families in their order, then the plugins' families, sorted."""
+    _load()
+    found = {c.family for c in _CLAIMS.values()}
+    return [f for f in FAMILIES if f in found] + sorted(found - set(FAMILIES))
 
 
 def all_claims(family: str | None = None) -> list[Claim]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import re
 from collections import Counter
@@ -40,6 +41,7 @@ FAMILY_TITLES = {
     "lyu2022": "Lyu, Li, Arora 2022: normalization + weight decay reduce sharpness",
     "wen2023": "Wen, Li, Ma 2023: sharpness minimization does not only minimize sharpness",
     "vardhan2026": "Vardhan, Taheri, Mazumdar 2026: flattest interpolators of multi-index models",
+    "label_noise": "Label-noise SGD minimizes the Hessian trace (HaoChen et al. 2021; Li, Wang, Arora 2022)",
     "invariance": "Invariance audit: which measures survive the network's symmetries",
     "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
 }
@@ -103,16 +105,21 @@ def _draw(figure: Figure, path: Path) -> None:
     many = len(figure.series) > 3
     fig, ax = plt.subplots(figsize=(7.5 if many else 5.5, 3.8), dpi=110)
     for s in figure.series:
-        s = s.model_copy(
-            update={"x": [np.nan if v is None else v for v in s.x], "y": [np.nan if v is None else v for v in s.y]}
-        )
+        x, y, lower, upper = ([np.nan if v is None else v for v in values] for values in (s.x, s.y, s.lower, s.upper))
         if s.style == "hline":
-            ax.axhline(s.y[0], linestyle="--", color="gray", label=s.label)
-        elif s.style == "scatter":
-            ax.scatter(s.x, s.y, s=12, label=s.label)
+            ax.axhline(y[0], linestyle="--", color="gray", label=s.label)
+            continue
+        if s.style == "scatter":
+            drawn = ax.scatter(x, y, s=12, label=s.label)
+            color = drawn.get_facecolor()[0]
         else:
-            marker = "o" if s.style == "markers" else None
-            ax.plot(s.x, s.y, marker=marker, markersize=3, label=s.label)
+            (drawn,) = ax.plot(x, y, marker="o" if s.style == "markers" else None, markersize=3, label=s.label)
+            color = drawn.get_color()
+        if lower and s.style == "line":
+            ax.fill_between(x, lower, upper, color=color, alpha=0.2, linewidth=0)
+        elif lower:
+            below, above = np.subtract(y, lower), np.subtract(upper, y)
+            ax.errorbar(x, y, yerr=[below, above], fmt="none", ecolor=color, elinewidth=0.8, capsize=2)
     from matplotlib.ticker import NullFormatter
 
     # a log axis spanning less than ~1.5 decades keeps its minor labels (else it may show one tick label);
@@ -511,26 +518,24 @@ def render_report(
     return "\n".join(lines)
 
 
+def _finite(value) -> bool:
+    """A finite number (records store NaN and ±inf as strings)."""
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _leaderboard(records: dict[str, Record]):
-    """The leaderboard table of the record that carries it, or None."""
+    """The leaderboard table of the record that carries it and its τ with CIs by measure and
+    population (``{measure: {population: (τ, low, high)}}``, from the evidence), or None."""
     claim_id, name = LEADERBOARD
     record = records.get(claim_id)
-    return None if record is None else next((t for t in record.tables if t.name == name), None)
-
-
-_TAU_CELL = re.compile(r"τ ([+-]?\d+(?:\.\d+)?) \[([+-]?\d+(?:\.\d+)?), ([+-]?\d+(?:\.\d+)?)\]")
-
-
-def leaderboard_taus(table) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """``{measure: {population: (τ, low, high)}}`` read back from the leaderboard's cells
-    (``τ +0.27 [+0.12, +0.43]; Ψ …``); cells without a τ (a measure that does not apply) are left out."""
-    out: dict[str, dict[str, tuple[float, float, float]]] = {}
-    for row in table.rows:
-        for population, cell in zip(table.headers[1:], row[1:], strict=True):
-            match = _TAU_CELL.search(str(cell))
-            if match:
-                out.setdefault(str(row[0]), {})[population] = tuple(float(v) for v in match.groups())
-    return out
+    table = None if record is None else next((t for t in record.tables if t.name == name), None)
+    if table is None:
+        return None
+    taus = {
+        measure: {population: tuple(v) for population, v in cells.items() if all(map(_finite, v))}
+        for measure, cells in record.evidence.get("leaderboard", {}).get("tau", {}).items()
+    }
+    return table, {m: cells for m, cells in taus.items() if cells}
 
 
 def _draw_leaderboard(taus: dict[str, dict[str, tuple[float, float, float]]], populations: list[str], path: Path):
@@ -561,14 +566,14 @@ def _draw_leaderboard(taus: dict[str, dict[str, tuple[float, float, float]]], po
     _save_figure(fig, path)
 
 
-def _leaderboard_section(table, figure_dir: Path, report_dir: Path) -> list[str]:
+def _leaderboard_section(leaderboard, figure_dir: Path, report_dir: Path) -> list[str]:
     """Every measure on every population, unfolded: the table the benchmark claims are drawn from,
     with its heat map."""
-    if table is None:
+    if leaderboard is None:
         return []
+    table, taus = leaderboard
     rows = [[format_value(c) for c in row] for row in table.rows]
     figure = []
-    taus = leaderboard_taus(table)
     if taus:
         path = figure_dir / "leaderboard-tau.png"
         _draw_leaderboard(taus, [str(h) for h in table.headers[1:]], path)

@@ -46,6 +46,7 @@ class Job:
     progress: bool = False  # progress bars of long training (stderr); never changes a number
     control: str | None = None
     seeds: tuple[int, ...] = ()  # further user seeds pooled with ``seed`` into one verdict
+    plugin: str | None = None  # the plugin file that registers the claim (a worker loads it again)
 
     @property
     def spec_hash(self) -> str:
@@ -80,10 +81,11 @@ def plan_jobs(
     for claim in claims:
         spec, job_mode = specs[claim.id]
         more = tuple(range(seed + 1, seed + claim.seeds)) if sweep and job_mode == "full" else ()
-        jobs.append(Job(claim.id, seeding.canonical_json(spec), job_mode, seed, seeds=more))
+        plugin = None if (file := registry.plugin_file(claim)) is None else str(file)
+        jobs.append(Job(claim.id, seeding.canonical_json(spec), job_mode, seed, seeds=more, plugin=plugin))
         if controls and job_mode != "paper":
             jobs += [
-                Job(claim.id, seeding.canonical_json(c.apply(spec)), job_mode, seed, control=c.name)
+                Job(claim.id, seeding.canonical_json(c.apply(spec)), job_mode, seed, control=c.name, plugin=plugin)
                 for c in claim.controls
             ]
     return jobs
@@ -97,6 +99,8 @@ def run_job(job: Job, out_dir: Path | str | None = None, execution: Execution | 
     alone or beside others (``--jobs`` parallelizes across claims, and inside ``parallel`` claims).
     ``out_dir`` is where the claim may keep files (its ``ctx.artifacts``).
     """
+    if job.plugin is not None:  # a fresh worker knows only the built-in and installed claims
+        registry.load_plugin(job.plugin)
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -113,6 +113,11 @@ def invariance_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]
         )
         for s in SYMMETRIES
     }
+    for symmetry, entry in by_symmetry.items():  # what the measure's own theory says, where it says something
+        expected = measure.theory.get(symmetry)
+        if expected is not None and entry["summary"] in ("invariant", "not invariant"):
+            entry["theory"] = "invariant" if expected else "not invariant"
+            entry["matches_theory"] = entry["summary"] == entry["theory"]
     groups: dict[str, list[str]] = {}
     for symmetry, entry in by_symmetry.items():
         groups.setdefault(entry["summary"], []).append(symmetry)

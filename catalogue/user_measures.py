@@ -117,4 +117,7 @@ def load_measure(spec: str) -> Measure:
             raise ValueError(f"returned {value}")
         return Estimate(float(value), 0.0, "none")
 
-    return Measure(spec, compute, applies or (lambda obj: True), stochastic=False)
+    theory = getattr(found, "theory", {})
+    if not isinstance(theory, dict) or not all(v in (True, False, None) for v in theory.values()):
+        raise MeasureSpecError(f"measure {spec}: theory must map symmetries to True, False or None")
+    return Measure(spec, compute, applies or (lambda obj: True), stochastic=False, theory=dict(theory))

@@ -10,6 +10,9 @@ one (paper-budget records, hours each, and negative controls' records are checke
   claim runs single-threaded from seeds derived from its spec, so a rerun on the same library
   versions repeats every operation), except a number ``x`` reported with its own error (a sibling
   ``x_stderr``, ``x_err`` or ``x_se``), which may move by at most twice that error;
+- with ``rtol`` (``--rtol``), any number may also move by ``rtol · max(|x|, |y|)``: for reruns on
+  another CPU vendor, where oneMKL ignores the pinned kernel branch (``catalogue.kernels``) and
+  round-off differs; the verdict must still be equal;
 - wall-clock times (keys ``seconds`` or ``*_seconds``) are not compared;
 - strings are compared after the rerun directory is replaced by the records directory (paths of
   per-model tables).
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from catalogue import runner, seeding, store
+from catalogue import registry, runner, seeding, store
 from catalogue.record import Record
 
 __all__ = ["Verification", "verify_records", "compare_records", "choose_reruns", "ERROR_SUFFIXES"]
@@ -89,7 +92,9 @@ def _allowed_error(key: str, *leaves: dict[str, Any]) -> float:
     return 2 * max(errors) if errors else 0.0
 
 
-def compare_records(stored: Record, fresh: Record, rerun_dir: Path | None = None, records_dir: Path | None = None):
+def compare_records(
+    stored: Record, fresh: Record, rerun_dir: Path | None = None, records_dir: Path | None = None, *, rtol: float = 0.0
+):
     """Differences between a stored record and a rerun of it, under the module's rule (empty: reproduced)."""
     if stored.verdict != fresh.verdict:
         return [f"verdict: stored {stored.verdict}, now {fresh.verdict}"]
@@ -111,7 +116,7 @@ def compare_records(stored: Record, fresh: Record, rerun_dir: Path | None = None
         if x == y and type(x) is type(y):
             continue
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y))
-        if numeric and abs(x - y) <= _allowed_error(key, a, b):
+        if numeric and abs(x - y) <= max(_allowed_error(key, a, b), rtol * max(abs(x), abs(y))):
             continue
         differences.append(f"{key}: stored {x!r}, now {y!r}")
     return differences
@@ -122,6 +127,12 @@ def _platform_note(stored: dict[str, str], now: dict[str, str]) -> str:
     keys = sorted(k for k in stored.keys() | now.keys() if stored.get(k) != now.get(k))
     moved = ", ".join(f"{k} {stored.get(k, '?')!r} → {now.get(k, '?')!r}" for k in keys)
     return f"platform: the record was computed on other kernel paths ({moved}); see catalogue.kernels"
+
+
+def _plugin(claim_id: str) -> str | None:
+    """The plugin file of a claim registered by ``--plugin`` (its rerun's worker loads it)."""
+    file = registry.plugin_file(registry.get(claim_id)) if claim_id in {c.id for c in registry.all_claims()} else None
+    return None if file is None else str(file)
 
 
 def choose_reruns(ids: Sequence[str], rerun: Sequence[str], sample: int, sample_seed: int) -> list[str]:
@@ -141,6 +152,7 @@ def verify_records(
     sample_seed: int = 0,
     n_jobs: int = 1,
     on_rerun=None,
+    rtol: float = 0.0,
 ) -> list[Verification]:
     """Check every record file of ``results``; rerun the chosen claims and compare their numbers."""
     scanned = store.scan(results)
@@ -164,6 +176,7 @@ def verify_records(
             usable[cid].record.mode,
             usable[cid].record.seed,
             seeds=tuple(r.seed for r in usable[cid].record.seeds[1:]),
+            plugin=_plugin(cid),
         )
         for cid in chosen
         if cid in usable
@@ -174,7 +187,7 @@ def verify_records(
             for cid, record in fresh.items():
                 check = usable[cid]
                 row = rows[check.path]
-                differences = compare_records(check.record, record, Path(tmp), Path(results))
+                differences = compare_records(check.record, record, Path(tmp), Path(results), rtol=rtol)
                 row.rerun = "error" if record.verdict == "error" else ("differs" if differences else "reproduced")
                 row.differences = differences if record.verdict != "error" else [f"error: {record.error}"]
                 if differences and check.record.platform != record.platform:

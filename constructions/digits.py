@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from sklearn.datasets import load_digits
 
 from constructions.data import Dataset
 from constructions.nets import mlp
@@ -27,6 +26,8 @@ class DigitsProblem:
 
 def build_digits(spec: DigitsSpec, generator: torch.Generator) -> DigitsProblem:
     """Pixels scaled to [0, 1]; a seeded split; ``label_noise`` of the training labels redrawn at random."""
+    from sklearn.datasets import load_digits  # here, not at import: scikit-learn takes ~1 s to import
+
     digits = load_digits()
     x_all = torch.tensor(digits.data, dtype=torch.float64) / 16.0
     y_all = torch.tensor(digits.target, dtype=torch.long)

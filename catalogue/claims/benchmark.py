@@ -625,7 +625,11 @@ def _leaderboard(p: BenchmarkParams, results: dict[str, dict]) -> tuple[Table, l
                     logx=positive,
                 )
             )
-    evidence = {"top_measures_by_abs_tau": best, "missing_entries": missing}
+    tau = {
+        m: {name: [float(v) for v in s.tau] for name, scores in scorable.items() if (s := scores.get(m)) is not None}
+        for m in MEASURES
+    }
+    evidence = {"top_measures_by_abs_tau": best, "missing_entries": missing, "tau": tau}
     return Table(name="leaderboard", headers=["measure", *p.populations], rows=rows), figures, evidence
 
 

@@ -270,7 +270,7 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
             ]
         )
         geo = np.exp(np.log(ratios).mean(axis=1))
-        series.append(Series(label=f"c = {c} (ρ* = {p.rho:g})", x=list(p.sizes), y=geo.tolist(), style="markers"))
+        series.append(Series.mean_band(f"c = {c} (ρ* = {p.rho:g})", p.sizes, ratios.T, log=True, style="markers"))
         anchor = geo[0]
         series.append(
             Series(
@@ -612,12 +612,7 @@ def flattest_generalize(p: GeneralizeParams, ctx: ClaimContext) -> Outcome:
                 logx=True,
                 logy=True,
                 series=[
-                    *(
-                        Series(
-                            label=k, x=list(p.sizes), y=np.exp(np.log(pops[k]).mean(axis=1)).tolist(), style="markers"
-                        )
-                        for k in kinds
-                    ),
+                    *(Series.mean_band(k, p.sizes, np.asarray(pops[k]).T, log=True, style="markers") for k in kinds),
                     Series(label="Var σ* (constant predictor)", y=[kappa], style="hline"),
                 ],
             )
@@ -723,7 +718,7 @@ def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
                 ylabel="ratio",
                 logy=True,
                 series=[
-                    Series(label="geometric mean over seeds", x=list(p.noises), y=geo.tolist(), style="markers"),
+                    Series.mean_band("geometric mean over seeds", p.noises, ratio.T, log=True, style="markers"),
                     Series(label="1", y=[1.0], style="hline"),
                 ],
             )

@@ -215,7 +215,7 @@ def bias_min_trace_bound(p: XorParams, ctx: ClaimContext) -> Outcome:
         },
         notes=(
             "This checks the bound's value on the cube and that Eq. 5 attains it, not that no interpolator is below "
-            "it: the search for one is issue #17."
+            "it: wen2023.bias-bound-survives-search searches for one (on and off the cube)."
         ),
     )
 

@@ -304,10 +304,10 @@ def _curves(cfg: TrainConfig, logs: dict[str, TrainingLog]) -> list[Figure]:
     figures = []
     for slug, label, field, logy in panels:
         series = [
-            Series(
-                label=f"{method}: Gauss–Newton (mean)" if field == "trace" else method,
-                x=[e + 1 for e in log.epochs],
-                y=getattr(log, field).mean(0).tolist(),
+            Series.mean_band(
+                f"{method}: Gauss–Newton (mean over runs)" if field == "trace" else f"{method} (mean over runs)",
+                [e + 1 for e in log.epochs],
+                getattr(log, field),
             )
             for method, log in logs.items()
         ]
@@ -832,7 +832,7 @@ def nobias_flattest_generalize(p: RateParams, ctx: ClaimContext) -> Outcome:
                 logx=True,
                 logy=True,
                 series=[
-                    Series(label="1-SAM (mean over runs)", x=list(p.ns), y=mse.mean(1).tolist(), style="markers"),
+                    Series.mean_band("1-SAM (mean over runs)", p.ns, mse.T, style="markers"),
                     Series(
                         label="∝ d/n through the first point",
                         x=list(p.ns),

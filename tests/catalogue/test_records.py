@@ -212,6 +212,20 @@ def test_verify_rerun_names_an_edited_number(records, capsys):
     assert code == 1 and "differs" in out and "evidence.final_norm" in out
 
 
+def test_verify_rtol_admits_round_off_and_nothing_more(records, capsys):
+    """--rtol (for reruns on another CPU vendor) lets a number move by its relative amount only."""
+    data = _data(records)
+    value = data["evidence"]["final_norm"]
+    data["evidence"]["final_norm"] = value * (1 + 1e-13)  # round-off of another kernel path
+    _write(records / f"{FAST[0]}.json", store.seal(store.Record.model_validate(data)).model_dump(mode="json"))
+    assert run_cli(capsys, "verify", str(records), "--rerun", FAST[0])[0] == 1
+    assert run_cli(capsys, "verify", str(records), "--rerun", FAST[0], "--rtol", "1e-9")[0] == 0
+    data["evidence"]["final_norm"] = value * (1 + 1e-6)  # a real change
+    _write(records / f"{FAST[0]}.json", store.seal(store.Record.model_validate(data)).model_dump(mode="json"))
+    code, out, _ = run_cli(capsys, "verify", str(records), "--rerun", FAST[0], "--rtol", "1e-9")
+    assert code == 1 and "evidence.final_norm" in out
+
+
 def test_verify_json_and_allow_stale(records, capsys):
     stale(records)
     code, out, _ = run_cli(capsys, "verify", str(records), "--json")
@@ -237,6 +251,7 @@ def test_resume_reruns_a_stale_record(records):
         ["verify", "/no/such/dir"],
         ["verify", "--rerun-sample", "-1"],
         ["verify", "--rerun", "lyu2022.nope"],
+        ["verify", "--rtol", "-1"],
     ],
 )
 def test_verify_bad_input_exits_2(capsys, argv):

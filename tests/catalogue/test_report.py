@@ -91,19 +91,54 @@ def test_the_readme_table_is_replaced_between_its_markers():
         replace_readme_table("no table here", "| new |")
 
 
-def test_leaderboard_taus_read_back_the_cells_the_benchmark_writes():
+def test_leaderboard_heat_map_reads_tau_from_the_evidence_not_the_cells(tmp_path):
     from catalogue.claim import Table
-    from catalogue.report import leaderboard_taus
+    from catalogue.report import LEADERBOARD, _leaderboard
 
-    table = Table(
-        name="leaderboard",
-        headers=["measure", "digits", "xor"],
-        rows=[
-            ["lambda_max", "τ -0.03 [-0.16, +0.11]; Ψ -0.02; CMI 0.001", "τ +0.27 [+0.12, +0.43]; Ψ +0.31; CMI 0.018"],
-            ["symmetry_min_trace", "n/a", "τ +0.39 [+0.20, +0.55]; Ψ +0.40; CMI 0.020"],
+    (record,) = runner.run_jobs(runner.plan_jobs([registry.get("wen2023.eq5-radius-erratum")], "quick", 0), tmp_path)
+    table = Table(name=LEADERBOARD[1], headers=["measure", "digits", "xor"], rows=[["lambda_max", "shown", "cells"]])
+    tau = {"lambda_max": {"digits": [-0.031, -0.16, 0.11], "xor": [0.27, "NaN", 0.43]}, "trace": {}}
+    record = record.model_copy(
+        update={"claim_id": LEADERBOARD[0], "tables": [table], "evidence": {"leaderboard": {"tau": tau}}}
+    )
+    shown, taus = _leaderboard({LEADERBOARD[0]: record})
+    assert shown == table
+    assert taus == {"lambda_max": {"digits": (-0.031, -0.16, 0.11)}}  # unrounded; a NaN CI (stored as a string) and empty rows left out
+
+
+def test_series_intervals_are_drawn_as_bands_and_whiskers(tmp_path, monkeypatch):
+    from catalogue import report
+
+    calls = []
+    import matplotlib.axes
+
+    for name in ("fill_between", "errorbar"):
+        original = getattr(matplotlib.axes.Axes, name)
+        monkeypatch.setattr(
+            matplotlib.axes.Axes,
+            name,
+            lambda self, *a, _o=original, _n=name, **k: calls.append(_n) or _o(self, *a, **k),
+        )
+    fig = Figure(
+        name="f",
+        title="t",
+        xlabel="x",
+        ylabel="y",
+        series=[
+            Series.mean_band("runs", [1, 2, 3], [[1.0, 2.0, 3.0], [1.5, 2.5, 2.0]]),
+            Series.mean_band("draws", [1, 2, 3], [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]], log=True, style="markers"),
         ],
     )
-    assert leaderboard_taus(table) == {
-        "lambda_max": {"digits": (-0.03, -0.16, 0.11), "xor": (0.27, 0.12, 0.43)},
-        "symmetry_min_trace": {"xor": (0.39, 0.2, 0.55)},
-    }
+    report._draw(fig, tmp_path / "f.png")
+    assert calls == ["fill_between", "errorbar"] and (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_mean_band_is_two_standard_errors_and_geometric_on_log():
+    s = Series.mean_band("runs", [1, 2], [[1.0, 4.0], [3.0, 4.0]])
+    assert s.y == [2.0, 4.0] and s.lower == pytest.approx([0.0, 4.0]) and s.upper == pytest.approx([4.0, 4.0])
+    g = Series.mean_band("draws", [1], [[1.0], [100.0]], log=True)
+    assert g.y == pytest.approx([10.0]) and g.lower[0] < 10.0 < g.upper[0]
+    assert g.lower[0] * g.upper[0] == pytest.approx(100.0)  # symmetric on the log scale
+    assert Series.mean_band("one run", [1], [[2.0]]).lower == []
+    with pytest.raises(ValueError, match="one entry per point"):
+        Series(label="bad", x=[1, 2], y=[1, 2], lower=[0], upper=[3])

@@ -65,6 +65,9 @@ def test_a_panel_measure_scored_reproduces_its_row_of_the_invariance_matrix(tmp_
         assert part["by_symmetry"][symmetry]["change_beyond_noise"] == recorded["change_beyond_noise"]
     assert part["by_symmetry"]["permutation"]["summary"] == "invariant"
     assert part["by_symmetry"]["layer_T_alpha"]["summary"] == "not invariant"
+    # the panel's theory for λ1 (permutations keep it, T_α does not) travels with the measure
+    assert part["by_symmetry"]["permutation"]["matches_theory"] is True
+    assert part["by_symmetry"]["layer_T_alpha"]["theory"] == "not invariant"
 
 
 def test_a_user_measure_gets_the_panel_measures_scores_exactly_from_stored_weights_or_retraining(
@@ -153,6 +156,17 @@ def test_a_measure_that_fails_on_some_models_is_recorded_and_the_scorecard_still
     assert (tmp_path / "out" / "scorecard.md").read_text().count("## `") == 1
     stored = json.loads(next((tmp_path / "out").glob("scorecard-*.json")).read_text())
     assert stored["measure"] == f"{user_file}:flaky"
+
+
+def test_a_user_measure_declares_its_theory_once(tmp_path):
+    path = tmp_path / "theory.py"
+    path.write_text(
+        "def m(obj, seed):\n    return 1.0\nm.theory = {'permutation': True, 'input_scale': None}\n"
+        "def bad(obj, seed):\n    return 1.0\nbad.theory = {'permutation': 'yes'}\n"
+    )
+    assert load_measure(f"{path}:m").theory == {"permutation": True, "input_scale": None}
+    with pytest.raises(MeasureSpecError, match="theory must map"):
+        load_measure(f"{path}:bad")
 
 
 def test_a_float_becomes_an_estimate_and_nan_is_an_error(user_file):

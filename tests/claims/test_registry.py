@@ -56,6 +56,8 @@ QUICK_VERDICTS: dict[str, str] = {
     "dinh2017.sharp-minimum-generalizes": "holds",
     "dinh2017.trace-bounded-below": "holds",
     "invariance.measure-symmetry-matrix": "holds",
+    "label_noise.sgd-finds-min-trace": "holds",
+    "label_noise.trace-identity": "holds",
     "lyu2022.any-small-lr": "holds",
     "lyu2022.bn-regression-min-norm": "holds",
     "lyu2022.effective-lr-identity": "holds",

@@ -99,3 +99,19 @@ def test_pacbayes_reports_a_one_sided_interval_when_the_target_is_never_crossed(
     est = pacbayes_flatness(obj, samples=4, sigma_max=1e-3)
     assert not est.converged
     assert est.interval == (0.0, pytest.approx(1e6))
+
+
+@pytest.mark.parametrize("case", ["relu-bias-1out", "tanh-nobias-3out"])
+def test_relative_flatness_layer_input_path_equals_column_path(case):
+    # Without BatchNorm a Linear weight takes the one-product-per-neuron path; the (in_features)²
+    # quadratic forms it replaces must give the same number (to round-off of the summation order).
+    from evaluators.invariant import _relative_flatness_by_columns
+
+    obj = make_objective(case)
+    for name in obj.parameter_groups()["weights"]:
+        shape = obj.layout.shapes[obj.layout.names.index(name)]
+        est = relative_flatness(obj, name)
+        assert est.hvps == shape[0]
+        sl = obj.param_slice(name)
+        by_columns = _relative_flatness_by_columns(obj, obj.theta, sl, obj.theta[sl].view(shape))
+        assert est.value == pytest.approx(by_columns, rel=1e-12)
