@@ -327,8 +327,14 @@ def _table(name: str, rows: list[list[Any]], headers: list[str], named: bool = F
 
 
 def anchor(claim_id: str) -> str:
-    """The link target of a claim's section: its slug (unique across families, checked by the registry test)."""
-    return claim_id.split(".", 1)[1]
+    """The link target of a claim's section.
+
+    A built-in claim's is its slug (unique across the built-in families, checked by the registry
+    test, and kept so links into REPORT.md stay put); a plugin's is its whole id with the dot as a
+    dash, since its slug may repeat a built-in one.
+    """
+    family, slug = claim_id.split(".", 1)
+    return slug if family in FAMILIES else f"{family}-{slug}"
 
 
 def _link(claim_id: str) -> str:

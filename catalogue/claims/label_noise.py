@@ -58,7 +58,7 @@ class TraceIdentityParams(Spec):
 
 
 @register(
-    id="label_noise.trace-identity",
+    id="label_noise.trace-formula",
     kind="identity",
     title="Tr ∇²L = (8/n) Σ_j ‖X_j‖² (u_j² + v_j²) everywhere; its minimum over interpolators is a weighted ℓ1",
     statement=(

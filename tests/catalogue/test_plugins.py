@@ -36,6 +36,7 @@ def test_a_plugin_claim_runs_with_its_control_and_reaches_list_and_report(tmp_pa
     assert cli.main(["report", *plugin, "--results", str(out), "--out", str(report)]) == 0
     text = report.read_text()
     assert "euler-homogeneity" in text and "refuted" in text  # the claim and its control's verdict
+    assert '<a id="mine-euler-homogeneity"></a>' in text  # a plugin's anchor cannot shadow a built-in slug
     assert cli.main(["verify", *plugin, str(out)]) == 0
 
 

@@ -103,7 +103,8 @@ def test_leaderboard_heat_map_reads_tau_from_the_evidence_not_the_cells(tmp_path
     )
     shown, taus = _leaderboard({LEADERBOARD[0]: record})
     assert shown == table
-    assert taus == {"lambda_max": {"digits": (-0.031, -0.16, 0.11)}}  # unrounded; a NaN CI (stored as a string) and empty rows left out
+    # unrounded; a NaN CI (stored as a string) and empty rows are left out
+    assert taus == {"lambda_max": {"digits": (-0.031, -0.16, 0.11)}}
 
 
 def test_series_intervals_are_drawn_as_bands_and_whiskers(tmp_path, monkeypatch):
