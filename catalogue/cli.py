@@ -511,7 +511,7 @@ def _cmd_score(args) -> int:
         mode="quick" if args.quick else "full",
         seed=args.seed,
         # full mode reads (and adds to) the stored rows of the main job; quick rows stay beside the scorecard
-        records=Path(args.records or (out / "rows" if args.quick else RECORDS)),
+        records=Path(args.records or RECORDS),
         execution=Execution(args.jobs),
         progress=not args.no_progress,
     )
@@ -664,8 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--records",
         default=None,
-        help=f"where the benchmark's stored model rows are read and new ones written (default: {RECORDS}/ in full "
-        "mode, OUT/rows with --quick)",
+        help=f"where the benchmark's stored model rows and weights are read and new ones written (default: "
+        f"{RECORDS}/, where both modes' rows are committed)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_score)

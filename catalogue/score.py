@@ -14,7 +14,8 @@ For one measure (:mod:`catalogue.user_measures`), three parts, each with a one-l
 * **benchmark**: Kendall τ with the gap (95% bootstrap CI), granulated Ψ and CMI on each population
   of ``benchmark.sharpness-predicts-gap`` (same members, seeds and bootstrap draws), beside the
   panel's measures, from the stored rows, and the user's measure on the stored trained weights
-  (a member without stored weights is trained again from its seeds: the same model).
+  (a member without stored weights is trained again from its seeds, the same model, and its
+  weights are stored beside its row for the next measure).
 
 A built-in measure scored this way gives the numbers of the leaderboard and of the invariance
 matrix (tested). One JSON record per measure and ``scorecard.md`` with a figure go to ``out``.
@@ -23,6 +24,7 @@ matrix (tested). One JSON record per measure and ``scorecard.md`` with a figure 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import re
@@ -32,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tabulate import tabulate
 
 from catalogue import registry, seeding
-from catalogue.atomic import atomic_write_text
+from catalogue.atomic import atomic_write_bytes, atomic_write_text
 from catalogue.claim import ClaimContext, jsonable
 from catalogue.parallel import Execution, map_unordered
 from catalogue.population_cache import measure_population, member_task, population_scores, stored_weights
@@ -194,9 +197,11 @@ def _user_value(task, measure_spec: str, seed: int, weights: dict | None) -> dic
                 model, x, y = stored_member(task, weights)
             except (RuntimeError, KeyError):  # weights that do not fit the net: train it again instead
                 model = None
+        trained_weights = None
         if model is None:  # the same model, from its seeds
             trained = trained_member(task)
             model, x, y = trained.model, trained.x, trained.y
+            trained_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
         obj = Objective(model, x, y)
         try:
             if measure.applies(obj):
@@ -204,11 +209,21 @@ def _user_value(task, measure_spec: str, seed: int, weights: dict | None) -> dic
                 value, error = float(est.value), float(est.error)
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
-    return {"key": task.key, "value": value, "error": error, "failure": failure}
+    return {"key": task.key, "value": value, "error": error, "failure": failure, "weights": trained_weights}
 
 
 def _star_user_value(job) -> dict[str, Any]:
     return _user_value(*job)
+
+
+def _store_weights(ctx: ClaimContext, key: str, weights: dict | None) -> None:
+    """Weights a member was trained again for go beside its row, so the next measure loads them."""
+    row = None if ctx.artifacts is None else ctx.artifacts / "benchmark" / "models" / f"{key}.json"
+    if weights is None or row is None or not row.is_file():
+        return
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    atomic_write_bytes(row.with_suffix(".pt"), buffer.getvalue())
 
 
 def _member_values(population, kept, measure: Measure, ctx: ClaimContext, rescale_max: float) -> dict[str, dict]:
@@ -225,6 +240,7 @@ def _member_values(population, kept, measure: Measure, ctx: ClaimContext, rescal
     values = {}
     with tqdm(total=len(jobs), desc=f"score {population.base.kind}", unit="model", disable=not ctx.progress) as bar:
         for value in map_unordered(_star_user_value, jobs, ctx.execution):
+            _store_weights(ctx, value["key"], value.pop("weights"))
             values[value["key"]] = value
             bar.update(1)
     return values

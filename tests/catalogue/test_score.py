@@ -2,6 +2,7 @@
 population; built-in measures reproduce the catalogue's own numbers; bad measures are one-line errors."""
 
 import json
+import math
 import re
 
 import pytest
@@ -97,6 +98,31 @@ def test_a_user_measure_gets_the_panel_measures_scores_exactly_from_stored_weigh
     retrained = benchmark_part(load_measure(f"{user_file}:norm"), settings)["populations"]["xor"]
     for key in ("tau", "tau_ci", "psi", "cmi", "models"):
         assert stored[key] == panel[key] == retrained[key], key
+    assert sorted(p.name for p in weights if p.is_file()) == sorted(p.name for p in weights)  # stored again
+    with monkeypatch.context() as patch:
+        patch.setattr(score, "trained_member", no_training)
+        again = benchmark_part(load_measure(f"{user_file}:norm"), settings)["populations"]["xor"]
+    assert again["tau"] == panel["tau"]
+
+
+def test_quick_scoring_a_new_measure_trains_no_population_model(user_file, monkeypatch):
+    """#19's promise on a fresh clone: the quick populations' rows and trained weights are committed
+    in report/records, so a measure the catalogue has never seen is computed on them. A failure
+    here means those rows went stale (their trainer, data or panel changed): `catalogue score
+    examples/my_measure.py:normalized_lambda_max --quick` rewrites them, to be committed
+    (`git add -f` for the weights)."""
+    import catalogue.population_cache as population_cache
+    import catalogue.score as score
+
+    def no_training(*_):
+        raise AssertionError("trained a quick population member: its committed row or weights are stale")
+
+    population_cache._MEMO.clear()
+    monkeypatch.setattr(score, "trained_member", no_training)
+    monkeypatch.setattr(population_cache, "measure_member", no_training)
+    part = benchmark_part(load_measure(f"{user_file}:norm"), ScoreSettings(mode="quick"))
+    assert set(part["populations"]) == {"digits", "xor", "multi_index"}
+    assert all(math.isfinite(p["tau"]) for p in part["populations"].values())
 
 
 def test_counterexample_outcomes_can_come_out_every_way(user_file):
