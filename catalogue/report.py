@@ -42,6 +42,7 @@ FAMILY_TITLES = {
     "wen2023": "Wen, Li, Ma 2023: sharpness minimization does not only minimize sharpness",
     "vardhan2026": "Vardhan, Taheri, Mazumdar 2026: flattest interpolators of multi-index models",
     "label_noise": "Label-noise SGD minimizes the Hessian trace (HaoChen et al. 2021; Li, Wang, Arora 2022)",
+    "keskar2017": "Keskar et al. 2017: large-batch training finds sharp minima (and Dinh's rescaling)",
     "invariance": "Invariance audit: which measures survive the network's symmetries",
     "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
 }

@@ -56,6 +56,8 @@ QUICK_VERDICTS: dict[str, str] = {
     "dinh2017.sharp-minimum-generalizes": "holds",
     "dinh2017.trace-bounded-below": "holds",
     "invariance.measure-symmetry-matrix": "holds",
+    "keskar2017.large-batch-sharper": "holds",
+    "keskar2017.rescaling-reverses-sharpness": "holds",
     "label_noise.sgd-finds-min-trace": "holds",
     "label_noise.trace-formula": "holds",
     "lyu2022.any-small-lr": "holds",
