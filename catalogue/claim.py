@@ -30,7 +30,6 @@ __all__ = [
     "ClaimKind",
     "Control",
     "KINDS",
-    "FAMILIES",
     "MODES",
     "jsonable",
 ]
@@ -41,7 +40,6 @@ ControlExpectation = Literal["holds", "refuted", "inconclusive", "not refuted", 
 ClaimKind = Literal["identity", "construction", "empirical"]
 KINDS: tuple[ClaimKind, ...] = ("identity", "construction", "empirical")
 MODES = ("quick", "full", "paper")
-FAMILIES = ("dinh2017", "lyu2022", "wen2023", "vardhan2026", "label_noise", "keskar2017", "invariance", "benchmark")
 
 
 class _Frozen(BaseModel):

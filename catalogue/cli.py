@@ -22,7 +22,8 @@ from tabulate import tabulate
 
 from catalogue import registry, store
 from catalogue.atomic import atomic_write_text
-from catalogue.claim import FAMILIES, MODES, Claim
+from catalogue.claim import MODES, Claim
+from catalogue.families import FAMILIES
 from catalogue.record import Record
 from catalogue.report import CHECK_HEADERS, check_rows, format_value, seed_rows
 from constructions.specs import Spec

@@ -3,7 +3,7 @@
 A plugin is a Python file (``catalogue run --plugin path/to/claims.py``) or an installed module
 named by an entry point of the group ``flatness_catalogue.claims``; importing it registers its
 claims with the same :func:`register` decorator. A plugin's families are its own: it may not add
-claims to the built-in families (:data:`catalogue.claim.FAMILIES`).
+claims to the built-in families (a built-in claim's family is its module's name).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from catalogue import provenance
-from catalogue.claim import FAMILIES, KINDS, MODES, Claim, ClaimKind, Control, Source, Verdict
+from catalogue.claim import KINDS, MODES, Claim, ClaimKind, Control, Source, Verdict
 from catalogue.rules import Rule
 from constructions.specs import Spec
 
@@ -116,11 +116,16 @@ def register(
                     raise ValueError(
                         f"{id}: control {control.name!r} does not apply to the {mode} spec: {exc}"
                     ) from None
-        if built_in != (id.split(".")[0] in FAMILIES):  # checked last: the errors above say more
-            where = f"in {FAMILIES}" if built_in else f"not one of the built-in {FAMILIES}"
-            raise ValueError(
-                f"claim id {id!r}: the family of a {'built-in' if built_in else 'plugin'} claim must be {where}"
-            )
+        family = id.split(".")[0]  # checked last: the errors above say more
+        if built_in:
+            module = check.__module__.rpartition(".")[2]
+            if module != family and not module.startswith(f"{family}_"):
+                raise ValueError(f"claim id {id!r}: a built-in claim's family is its module's name, {module!r}")
+        else:
+            _load()  # the built-in families first, whoever imported this plugin
+            taken = {c.family for c in _CLAIMS.values() if c.check.__module__.startswith("catalogue.claims.")}
+            if family in taken:
+                raise ValueError(f"claim id {id!r}: the family of a plugin claim must not be a built-in one")
         _CLAIMS[id] = Claim(
             id=id,
             title=title,
@@ -202,10 +207,9 @@ def plugin_file(claim: Claim) -> Path | None:
 
 
 def families() -> list[str]:
-    """Built-in families in their order, then the plugins' families, sorted."""
+    """Every registered family, sorted (``catalogue.families.FAMILIES`` orders the built-in ones for show)."""
     _load()
-    found = {c.family for c in _CLAIMS.values()}
-    return [f for f in FAMILIES if f in found] + sorted(found - set(FAMILIES))
+    return sorted({c.family for c in _CLAIMS.values()})
 
 
 def all_claims(family: str | None = None) -> list[Claim]:

@@ -19,7 +19,8 @@ from tabulate import tabulate
 
 from catalogue import registry
 from catalogue.atomic import atomic_write_text
-from catalogue.claim import FAMILIES, KINDS, Control, Figure
+from catalogue.claim import KINDS, Control, Figure
+from catalogue.families import FAMILIES
 from catalogue.record import Record
 from catalogue.store import record_name
 
@@ -43,6 +44,7 @@ FAMILY_TITLES = {
     "vardhan2026": "Vardhan, Taheri, Mazumdar 2026: flattest interpolators of multi-index models",
     "label_noise": "Label-noise SGD minimizes the Hessian trace (HaoChen et al. 2021; Li, Wang, Arora 2022)",
     "keskar2017": "Keskar et al. 2017: large-batch training finds sharp minima (and Dinh's rescaling)",
+    "kaur2023": "Kaur, Cohen, Lipton 2023: λ1 and generalization decouple",
     "invariance": "Invariance audit: which measures survive the network's symmetries",
     "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
 }

@@ -12,7 +12,9 @@ solutions (their Figure 3).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,7 +25,7 @@ from constructions.specs import PositiveFloat, PositiveInt, Spec
 from evaluators import Objective, epsilon_sharpness, hessian_top_eigenvalue
 from evaluators.objective import mse, zero_one_error
 
-__all__ = ["BatchPairSpec", "PairRow", "line_losses", "measure_solution", "train_pair"]
+__all__ = ["BatchPairSpec", "PairRow", "line_losses", "measure_solution", "train_pair", "train_variants"]
 
 
 class BatchPairSpec(Spec):
@@ -47,14 +49,28 @@ class PairRow:
     lambda_max: float
 
 
-def train_pair(spec: BatchPairSpec, data_seed: int, init_seed: int) -> tuple[TrainedModel, TrainedModel]:
-    """(small-batch, large-batch) solutions from the same data draw and the same initial weights."""
+def train_variants(
+    model: DigitsModel, variants: Mapping[str, Mapping[str, Any]], data_seed: int, init_seed: int
+) -> dict[str, TrainedModel]:
+    """Each variant of ``model`` (fields replaced, e.g. ``{"lr": 0.2, "batch_size": 64}``) trained
+    from the same data draw and the same initial weights (and the same minibatch stream's seed)."""
 
-    def run(batch: int) -> TrainedModel:
-        member = spec.model.model_copy(update={"batch_size": batch})
+    def run(update: Mapping[str, Any]) -> TrainedModel:
+        member = model.model_validate({**model.model_dump(), **update})
         return train_model(member, torch.Generator().manual_seed(data_seed), torch.Generator().manual_seed(init_seed))
 
-    return run(spec.small_batch), run(spec.large_batch)
+    return {name: run(update) for name, update in variants.items()}
+
+
+def train_pair(spec: BatchPairSpec, data_seed: int, init_seed: int) -> tuple[TrainedModel, TrainedModel]:
+    """(small-batch, large-batch) solutions from the same data draw and the same initial weights."""
+    runs = train_variants(
+        spec.model,
+        {"small": {"batch_size": spec.small_batch}, "large": {"batch_size": spec.large_batch}},
+        data_seed,
+        init_seed,
+    )
+    return runs["small"], runs["large"]
 
 
 def measure_solution(trained: TrainedModel, eps: tuple[float, ...]) -> PairRow:

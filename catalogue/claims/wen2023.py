@@ -134,6 +134,18 @@ _MEASURED_AS_MEMORIZER = (
 _GENERALIZES = "zero test error, within the same resolution"
 
 
+def flattest_memorizer(at: str, interpolation: float, why_interpolates: str) -> AllOf:
+    """The measured net under evidence prefix ``at`` (with :func:`_measure` and :func:`_gaps` keys) is a
+    flattest interpolator that memorizes: it fits the labels, its trace meets the bound to ``tolerance``
+    and its test error is the memorizer's 1 − n/2^d (``expected_test_error``, above 1/2)."""
+    return AllOf(
+        AtMost(f"{at}interpolation_error", interpolation, why=why_interpolates),
+        AtMost(f"{at}trace_rel_gap_to_bound", param("tolerance"), why=_FLATTEST),
+        AtLeast("expected_test_error", 0.5, strict=True, why=_MEMORIZES),
+        AtMost(f"{at}test_error_gap_to_memorizing", measured(f"{at}test_error_resolution"), why=_MEASURED_AS_MEMORIZER),
+    )
+
+
 @register(
     id="wen2023.trace-identity",
     kind="identity",
@@ -230,12 +242,7 @@ def bias_min_trace_bound(p: XorParams, ctx: ClaimContext) -> Outcome:
     params=XorParams,
     controls=(WHOLE_CUBE,),
     rule=Counterexample(
-        AllOf(
-            AtMost("interpolation_error", 1e-9, why=_INTERPOLATES),
-            AtMost("trace_rel_gap_to_bound", param("tolerance"), why=_FLATTEST),
-            AtLeast("expected_test_error", 0.5, strict=True, why=_MEMORIZES),
-            AtMost("test_error_gap_to_memorizing", measured("test_error_resolution"), why=_MEASURED_AS_MEMORIZER),
-        ),
+        flattest_memorizer("", 1e-9, _INTERPOLATES),
         why="Prop. 4.1's memorizer: one flattest interpolator that memorizes refutes the statement",
     ),
     quick={"scenario": {"d": 10, "n": 40}},
@@ -355,14 +362,7 @@ def eq5_radius_erratum(p: RadiusParams, ctx: ClaimContext) -> Outcome:
     controls=(WHOLE_CUBE,),
     rule=Counterexample(
         AllOf(
-            AtMost("memorizer.interpolation_error", 1e-12, why="Prop. 5.1's net fits every label exactly"),
-            AtMost("memorizer.trace_rel_gap_to_bound", param("tolerance"), why=_FLATTEST),
-            AtLeast("expected_test_error", 0.5, strict=True, why=_MEMORIZES),
-            AtMost(
-                "memorizer.test_error_gap_to_memorizing",
-                measured("memorizer.test_error_resolution"),
-                why=_MEASURED_AS_MEMORIZER,
-            ),
+            *flattest_memorizer("memorizer.", 1e-12, "Prop. 5.1's net fits every label exactly").parts,
             AtMost("generalizer.trace_rel_gap_to_bound", param("tolerance"), why="the generalizer is flattest too"),
             AtMost("generalizer.test_error", measured("generalizer.test_error_resolution"), why=_GENERALIZES),
         ),

@@ -55,7 +55,7 @@ def test_editing_the_plugin_file_makes_its_records_stale(tmp_path, clean_registr
     ("text", "message"),
     [
         ("raise RuntimeError('broken on import')", "RuntimeError: broken on import"),
-        (EXAMPLE.read_text().replace("mine.euler", "dinh2017.euler"), "not one of the built-in"),
+        (EXAMPLE.read_text().replace("mine.euler", "dinh2017.euler"), "must not be a built-in one"),
     ],
 )
 def test_a_bad_plugin_is_one_line_and_exit_2(tmp_path, clean_registry, capsys, text, message):

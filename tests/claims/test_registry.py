@@ -13,7 +13,8 @@ from typing import get_args
 import pytest
 
 from catalogue import registry, report, runner
-from catalogue.claim import FAMILIES, KINDS, ControlExpectation
+from catalogue.claim import KINDS, ControlExpectation
+from catalogue.families import FAMILIES
 from catalogue.record import Record
 
 CLAIMS = registry.all_claims()
@@ -57,6 +58,9 @@ QUICK_VERDICTS: dict[str, str] = {
     "dinh2017.trace-bounded-below": "holds",
     "invariance.measure-symmetry-matrix": "holds",
     "keskar2017.large-batch-sharper": "holds",
+    "kaur2023.full-batch-lambda-decouples": "refuted",
+    "kaur2023.linear-scaling-decouples": "holds",
+    "keskar2017.large-batch-generalizes-worse": "inconclusive",
     "keskar2017.rescaling-reverses-sharpness": "holds",
     "label_noise.sgd-finds-min-trace": "holds",
     "label_noise.trace-formula": "holds",
@@ -66,6 +70,7 @@ QUICK_VERDICTS: dict[str, str] = {
     "lyu2022.enters-edge-of-stability": "refuted",
     "lyu2022.flatter-generalizes-here": "holds",
     "lyu2022.flow-does-not": "holds",
+    "lyu2022.matrix-completion": "holds",
     "lyu2022.no-wd-no-reduction": "holds",
     "lyu2022.scale-invariance-identities": "holds",
     "lyu2022.sharpness-reduction": "holds",
@@ -170,10 +175,31 @@ def test_registry_is_well_formed():
     shared = sorted({a for a in anchors if anchors.count(a) > 1})
     assert not shared, f"claims share a report anchor: {shared}"
     for claim in CLAIMS:
-        assert claim.family in FAMILIES
+        assert claim.family in FAMILIES and claim.family in report.FAMILY_TITLES, f"{claim.family}: list it for show"
         assert claim.kind in KINDS
         for control in claim.controls:
             assert control.breaks and control.expect in get_args(ControlExpectation)
         assert claim.statement.endswith(".")
         assert claim.expected_failure_modes and set(claim.expected_failure_modes) <= {"quick", "full", "paper"}
         assert claim.quick != claim.full or claim.family == "benchmark", f"{claim.id}: quick and full are the same"
+
+
+def test_a_built_in_claim_belongs_to_its_modules_family():
+    def check(p, ctx):
+        raise AssertionError("never run")
+
+    check.__module__ = "catalogue.claims.dinh2017"
+    decorate = registry.register(
+        id="lyu2022.misplaced",
+        title="t",
+        statement="s.",
+        kind="identity",
+        source=registry.get("dinh2017.hessian-block-law").source,
+        source_verdict="holds",
+        params=registry.get("dinh2017.hessian-block-law").params,
+        quick={},
+        full={},
+    )
+    with pytest.raises(ValueError, match="family is its module's name"):
+        decorate(check)
+    assert "lyu2022.misplaced" not in {c.id for c in registry.all_claims()}
