@@ -195,6 +195,13 @@ _EOS = (
             expect="not holds",
             changes={"sam": {"sam_rho": 0.0}},
         ),
+        Control(
+            name="half-the-edge",
+            breaks="the Edge of Stability: the band says GD ends at η λ1 / 2 ∈ [0.4, 0.6], half the edge, where "
+            "full-batch GD does not stop",
+            expect="refuted",
+            changes={"eos_band": (0.4, 0.6)},
+        ),
     ),
     rule=Given(
         IsTrue("all_converged", why=_CONVERGED),

@@ -74,6 +74,7 @@ QUICK_VERDICTS: dict[str, str] = {
     "lyu2022.no-wd-no-reduction": "holds",
     "lyu2022.scale-invariance-identities": "holds",
     "lyu2022.sharpness-reduction": "holds",
+    "lyu2022.tracks-sharpness-flow": "holds",
     "vardhan2026.bad-not-flattest": "inconclusive",
     "vardhan2026.duality-certificate": "holds",
     "vardhan2026.flatness-is-weighted-lp": "holds",
