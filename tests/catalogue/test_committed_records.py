@@ -135,3 +135,21 @@ def test_report_md_is_what_the_committed_records_give(tmp_path, capsys):
     text = (ROOT / "REPORT.md").read_text()
     summary = text[text.index("## Summary") :].split("\n\n")[1].splitlines()
     assert len(summary) > 2 and all(len(row) <= 160 for row in summary), max(summary, key=len)
+
+
+@pytest.mark.skipif(not FILES, reason="no committed records")
+def test_every_full_verdict_has_a_control_that_turns_it():
+    """'A verdict must be able to fail', on the records REPORT.md shows: each claim's record has a
+    control record with another verdict. An inconclusive claim needs a control that holds or refutes;
+    one declared "not holds" that also ends inconclusive shows nothing. The exceptions are the
+    registry's control surprises, kept as findings with their measured reasons."""
+    from tests.claims.test_registry import CONTROL_SURPRISES
+
+    records = {p.stem: json.loads(p.read_text()) for p in FILES if "@" not in p.stem}
+    unturned = sorted(
+        claim_id
+        for claim_id, record in records.items()
+        if "~" not in claim_id
+        and not any(r["verdict"] != record["verdict"] for k, r in records.items() if k.startswith(f"{claim_id}~"))
+    )
+    assert set(unturned) <= set(CONTROL_SURPRISES), f"no control turns the full verdict of {unturned}"
