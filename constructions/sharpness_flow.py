@@ -26,6 +26,7 @@ from constructions.bn_regression import BNRegressionProblem
 from constructions.divergence import check_finite
 
 __all__ = [
+    "centred_inputs",
     "edge_initialization",
     "flow_velocity",
     "gd_weight_decay_directions",
@@ -36,14 +37,15 @@ __all__ = [
 ]
 
 
-def _centred(problem: BNRegressionProblem) -> tuple[torch.Tensor, torch.Tensor]:
+def centred_inputs(problem: BNRegressionProblem) -> tuple[torch.Tensor, torch.Tensor]:
+    """(X_c, r₀ = y − ȳ)."""
     x, y = problem.data.x, problem.data.y
     return x - x.mean(dim=0), y - y.mean()
 
 
 def manifold_projector(problem: BNRegressionProblem) -> torch.Tensor:
     """The orthogonal projector on S = {w : X_c w ∥ r₀}, the span of Γ (d × d)."""
-    xc, r0 = _centred(problem)
+    xc, r0 = centred_inputs(problem)
     a = xc - torch.outer(r0, r0 @ xc) / (r0 @ r0)
     return torch.eye(xc.shape[1], dtype=xc.dtype) - torch.linalg.pinv(a) @ a
 
@@ -56,14 +58,14 @@ def _retract(projector: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def manifold_point(problem: BNRegressionProblem, projector: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """A random point of Γ: a Gaussian direction projected on S, on the side ⟨X_c ζ, r₀⟩ > 0."""
-    xc, r0 = _centred(problem)
+    xc, r0 = centred_inputs(problem)
     z = _retract(projector, torch.randn(xc.shape[1], generator=generator, dtype=xc.dtype))
     return z if float((xc @ z) @ r0) > 0 else -z
 
 
 def sharpness_on_manifold(problem: BNRegressionProblem, z: torch.Tensor) -> float:
     """λ1(∇²L(ζ)) at ζ ∈ Γ from the Gauss–Newton closed form (module docstring)."""
-    xc, r0 = _centred(problem)
+    xc, r0 = centred_inputs(problem)
     n = xc.shape[0]
     u = r0 / problem.gamma
     m = xc - torch.outer(u, u @ xc) / n
@@ -71,9 +73,8 @@ def sharpness_on_manifold(problem: BNRegressionProblem, z: torch.Tensor) -> floa
     return 2 * problem.gamma**2 * float(torch.linalg.matrix_norm(m, 2)) ** 2 / (n * sigma1_sq)
 
 
-def flow_velocity(problem: BNRegressionProblem, projector: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """dζ/dτ of Eq. (3) at ζ ∈ Γ."""
-    xc, _ = _centred(problem)
+def flow_velocity(xc: torch.Tensor, projector: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """dζ/dτ of Eq. (3) at ζ ∈ Γ, for the centred training inputs ``xc``."""
     gram_z = xc.T @ (xc @ z)
     grad = -2 * gram_z / (z @ gram_z)
     tangent = projector @ grad
@@ -86,9 +87,10 @@ def sharpness_reduction_flow(
 ) -> tuple[np.ndarray, torch.Tensor]:
     """(τ grid, ζ(τ) rows) of Eq. (3) from ζ₀ by classical RK4 with step ``dtau``, retracted onto Γ each stage."""
     projector = manifold_projector(problem)
+    xc, _ = centred_inputs(problem)  # once: the velocity runs four times a step
 
     def velocity(z: torch.Tensor) -> torch.Tensor:
-        return flow_velocity(problem, projector, z)
+        return flow_velocity(xc, projector, z)
 
     steps = int(round(t_end / dtau))
     path, z = [z0], z0

@@ -18,8 +18,8 @@ from catalogue.registry import register
 from catalogue.rules import AllOf, Between, Given, IntervalAbove, IntervalBelow, IsTrue, param
 from constructions.batch_size import PairRow, measure_solution, train_variants
 from constructions.populations import DigitsModel
-from constructions.specs import PositiveFloat, PositiveInt, Spec
-from evaluators.paired import mean_t_interval
+from constructions.specs import NonNegativeFloat, PositiveFloat, PositiveInt, Spec
+from evaluators.estimate import mean_with_stderr
 
 _source = Source.citing(
     "Kaur, Cohen, Lipton 2023, On the Maximum Hessian Eigenvalue and Generalization (PMLR 187, ICBINB workshop)",
@@ -48,7 +48,7 @@ class Arm(Spec):
 
     lr: PositiveFloat
     batch_size: PositiveInt
-    sam_rho: float = Field(default=0.0, ge=0)
+    sam_rho: NonNegativeFloat = 0.0
 
 
 def _train_arms(model: DigitsModel, arms: dict[str, Arm], pairs: int, ctx: ClaimContext) -> list[dict[str, PairRow]]:
@@ -66,13 +66,13 @@ def _train_arms(model: DigitsModel, arms: dict[str, Arm], pairs: int, ctx: Claim
 def _contrast(rows: list[dict[str, PairRow]], a: str, b: str) -> dict[str, object]:
     """Paired log λ1 ratio and test-error difference of arm ``a`` against arm ``b``."""
     log_ratio = np.log([r[a].lambda_max / r[b].lambda_max for r in rows])
-    _, log_ci = mean_t_interval(log_ratio)
-    diff, diff_ci = mean_t_interval([r[a].test_error - r[b].test_error for r in rows])
+    _, _, log_ci = mean_with_stderr(log_ratio)
+    diff, _, diff_ci = mean_with_stderr([r[a].test_error - r[b].test_error for r in rows])
     return {
         "lambda_max_ratio_geomean": float(np.exp(log_ratio.mean())),
-        "log_lambda_max_ratio_ci": log_ci,
+        "log_lambda_max_ratio_ci": list(log_ci),
         "test_error_diff": diff,
-        "test_error_diff_ci": diff_ci,
+        "test_error_diff_ci": list(diff_ci),
     }
 
 

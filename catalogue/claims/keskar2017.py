@@ -22,7 +22,7 @@ from constructions.batch_size import BatchPairSpec, line_losses, measure_solutio
 from constructions.specs import PositiveFloat, PositiveInt, Probability, Spec
 from constructions.symmetries import layer_rescale
 from evaluators import Objective, epsilon_sharpness, zero_one_error
-from evaluators.paired import mean_t_interval
+from evaluators.estimate import mean_with_stderr
 
 KESKAR = Source(
     paper="Keskar, Mudigere, Nocedal, Smelyanskiy, Tang 2017, On Large-Batch Training for Deep Learning: "
@@ -97,14 +97,14 @@ def large_batch_sharper(p: LargeBatchParams, ctx: ClaimContext) -> Outcome:
     rows = [(measure_solution(small, s.eps), measure_solution(large, s.eps)) for small, large in solutions]
     eps = s.eps[0]
     log_ratio = np.log([large.eps_sharpness[eps] / small.eps_sharpness[eps] for small, large in rows])
-    mean, ci = mean_t_interval(log_ratio)
-    gap_mean, gap_ci = mean_t_interval(np.array([large.test_error - small.test_error for small, large in rows]))
+    mean, _, ci = mean_with_stderr(log_ratio)
+    gap_mean, _, gap_ci = mean_with_stderr([large.test_error - small.test_error for small, large in rows])
     ts = np.linspace(-1.0, 2.0, 31)
     train_loss, test_loss, _, _ = line_losses(*solutions[0], ts)
     return Outcome(
         evidence={
             "all_converged": all(r.converged for pair in rows for r in pair),
-            "log_sharpness_ratio_ci": ci,
+            "log_sharpness_ratio_ci": list(ci),
             "log_sharpness_ratio": mean,
             "sharpness_ratio_geomean": float(np.exp(mean)),
             "sharpness_ratio_by_eps": {
@@ -116,7 +116,7 @@ def large_batch_sharper(p: LargeBatchParams, ctx: ClaimContext) -> Outcome:
             ),
             "two_over_lr": 2 / s.model.lr,
             "test_error_gap": gap_mean,
-            "test_error_gap_ci": gap_ci,
+            "test_error_gap_ci": list(gap_ci),
             "pairs": p.pairs,
         },
         tables=[
@@ -229,12 +229,12 @@ def large_batch_generalizes_worse(p: GapParams, ctx: ClaimContext) -> Outcome:
     pairs = [train_pair(s, data_seed, ctx.int_seed("init", i)) for i in range(p.pairs)]
     rows = [(_test_error(small, 0.0), _test_error(large, p.planted_gap)) for small, large in pairs]
     gaps = [large - small for small, large in rows]
-    gap, gap_ci = mean_t_interval(gaps)
+    gap, _, gap_ci = mean_with_stderr(gaps)
     return Outcome(
         evidence={
             "all_converged": all(t.run.converged for pair in pairs for t in pair),
             "test_error_gap": gap,
-            "test_error_gap_ci": gap_ci,
+            "test_error_gap_ci": list(gap_ci),
             "test_error_small_batch": float(np.mean([sm for sm, _ in rows])),
             "test_error_large_batch": float(np.mean([lg for _, lg in rows])),
             "pairs": p.pairs,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
-from catalogue.claims.lyu2022 import ARXIV, PAPER, SEED_DOC
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series
+from catalogue.claims.lyu2022 import _source
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Given, IsTrue, param
 from constructions.matrix_completion import (
@@ -17,7 +17,6 @@ from constructions.matrix_completion import (
 )
 from constructions.specs import NonNegativeFloat, PositiveFloat, PositiveInt, Probability, Spec
 
-_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 _SCALE = (
     "Our construction at CPU size, not the paper's: Figure 1's setting (its appendix P) is not in the seed; here a "
     "rank-2 20×20 matrix, half its entries observed, a width-20 factorization U Vᵀ read through a BatchNorm over the "

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source
-from catalogue.claims.lyu2022 import ARXIV, PAPER, SEED_DOC
+from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series
+from catalogue.claims.lyu2022 import _source
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, param
 from constructions.bn_regression import build_bn_regression, cosine_to_min_norm
@@ -22,8 +22,6 @@ from constructions.sharpness_flow import (
     sharpness_reduction_flow,
 )
 from constructions.specs import BNLinearRegressionSpec, Grid, PositiveFloat, PositiveInt, Spec
-
-_source = Source.citing(PAPER, ARXIV, SEED_DOC)
 
 
 class FlowTrackingParams(Spec):

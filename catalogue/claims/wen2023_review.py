@@ -43,8 +43,9 @@ from catalogue.rules import AllOf, IsTrue
 from constructions.specs import PositiveFloat, PositiveInt, Spec
 from constructions.xor import bias_memorizer, simln_memorizer
 
-# The flattest memorizers of the paper, and the lower bound each one meets (Thm 4.1, Thm 5.1).
-MEMORIZERS = {"bias": (bias_memorizer, _bias_bound), "simln": (simln_memorizer, _simln_bound)}
+# The flattest memorizers of the paper, the lower bound each one meets (Thm 4.1, Thm 5.1) and its
+# interpolation tolerance, as in wen2023.bias- / simln-flattest-can-memorize.
+MEMORIZERS = {"bias": (bias_memorizer, _bias_bound, 1e-9), "simln": (simln_memorizer, _simln_bound, 1e-12)}
 THEOREMS = {"nobias": "Thm 3.1", "simbn": "Thm 3.2"}  # 'all flattest generalize', proved, not measurable
 
 
@@ -85,11 +86,10 @@ def _regime(flattest_all_generalize: bool | None, sam_generalizes: bool | None) 
 
 def _flattest_memorizer(arch: str, data, p: ReviewParams, seed: int) -> tuple[dict, bool]:
     """The paper's memorizer on ``data``, measured, and whether it is a flattest memorizer."""
-    build, bound_of = MEMORIZERS[arch]
+    build, bound_of, interpolation = MEMORIZERS[arch]
     m = _measure(build(data), data, seed, p.memorizer_test_samples)
     expected = max(1 - len(data.y) / 2**data.d, 0.0)
     evidence = {**m, **_gaps(m, bound_of(data), expected), "expected_test_error": expected}
-    interpolation = 1e-9 if arch == "bias" else 1e-12  # as in wen2023.bias- / simln-flattest-can-memorize
     verdict = flattest_memorizer("", interpolation, "the memorizer fits every training label").decide(evidence, p)
     return evidence, verdict.verdict == "holds"
 
