@@ -68,6 +68,12 @@ def _scaling_vector(obj: Objective, k: int, alpha: float) -> torch.Tensor:
     return d
 
 
+def _log_grid(lo: float, hi: float, count: int) -> tuple[float, ...]:
+    """``np.logspace(lo, hi, count)`` to 12 significant digits: its last bit depends on the machine's
+    vector math, and the grid is part of the spec, so unrounded it changed the spec hash between hosts."""
+    return tuple(float(f"{a:.12g}") for a in np.logspace(lo, hi, count))
+
+
 def _slope(alphas: np.ndarray, values: np.ndarray) -> float:
     return float(np.polyfit(np.log(alphas), np.log(values), 1)[0])
 
@@ -91,7 +97,7 @@ class RescalingParams(Spec):
         MLPRegressionSpec(n=32, d=4, hidden=(8, 8), bias=True),
     )
     digits: DigitsSpec | None = None
-    alphas: Grid = tuple(float(a) for a in np.logspace(-3, 3, 7))
+    alphas: Grid = _log_grid(-3, 3, 7)
     train_iterations: PositiveInt = 200
     tolerance: PositiveFloat = 1e-10
 
@@ -121,7 +127,7 @@ class RescalingParams(Spec):
             {"n": 64, "d": 8, "hidden": [32, 32], "bias": False},
         ],
         "digits": {"n_train": 300, "n_test": 600, "hidden": [64, 64]},
-        "alphas": tuple(float(a) for a in np.logspace(-3, 3, 13)),
+        "alphas": _log_grid(-3, 3, 13),
         "train_iterations": 400,
     },
 )
@@ -273,7 +279,7 @@ def hessian_block_law(p: BlockLawParams, ctx: ClaimContext) -> Outcome:
 # --------------------------------------------------------------------------- 3. λ1 unbounded (+ figure)
 class SweepParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=4, hidden=(8,), bias=True)
-    alphas: Grid = tuple(float(a) for a in np.logspace(-3, 3, 13))
+    alphas: Grid = _log_grid(-3, 3, 13)
     train_iterations: PositiveInt = 300
     slope_tolerance: PositiveFloat = 0.1
     end_ratio: PositiveFloat = 1e4
@@ -281,7 +287,7 @@ class SweepParams(Spec):
 
 FULL_SWEEP = {
     "scenario": {"n": 64, "d": 8, "hidden": [32]},
-    "alphas": tuple(float(a) for a in np.logspace(-3, 3, 25)),
+    "alphas": _log_grid(-3, 3, 25),
     "train_iterations": 500,
 }
 
@@ -343,7 +349,7 @@ def _sweep(p: SweepParams, ctx: ClaimContext, with_sharpness: bool):
             ),
         ),
     ),
-    quick={"alphas": tuple(float(a) for a in np.logspace(-3, 3, 7))},
+    quick={"alphas": _log_grid(-3, 3, 7)},
     full=FULL_SWEEP,
 )
 def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
@@ -407,7 +413,7 @@ def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
 # --------------------------------------------------------------------------- 4. many eigenvalues inflated
 class EigenCountParams(Spec):
     scenario: MLPRegressionSpec = MLPRegressionSpec(n=32, d=3, hidden=(6,), bias=False)
-    alphas: Grid = tuple(float(a) for a in np.logspace(0, 5, 11))
+    alphas: Grid = _log_grid(0, 5, 11)
     threshold_multiple: PositiveFloat = 10.0
     train_iterations: PositiveInt = 300
 
@@ -436,7 +442,7 @@ class EigenCountParams(Spec):
     quick={},
     full={
         "scenario": {"n": 64, "d": 4, "hidden": [16], "bias": False},
-        "alphas": tuple(float(a) for a in np.logspace(0, 6, 19)),
+        "alphas": _log_grid(0, 6, 19),
         "train_iterations": 500,
     },
 )
@@ -513,7 +519,7 @@ def multiple_eigenvalues_inflated(p: EigenCountParams, ctx: ClaimContext) -> Out
             why="'arbitrarily large' upwards: on the α grid the trace exceeds its infimum by two orders of magnitude",
         ),
     ),
-    quick={"alphas": tuple(float(a) for a in np.logspace(-2, 2, 9))},
+    quick={"alphas": _log_grid(-2, 2, 9)},
     full=FULL_SWEEP,
 )
 def trace_bounded_below(p: SweepParams, ctx: ClaimContext) -> Outcome:
@@ -602,7 +608,7 @@ class EpsParams(SweepParams):
     quick={"alphas": (0.01, 0.1, 10.0, 100.0)},
     full={
         "scenario": {"n": 64, "d": 8, "hidden": [32]},
-        "alphas": tuple(float(a) for a in np.logspace(-2, 2, 9)),
+        "alphas": _log_grid(-2, 2, 9),
         "train_iterations": 500,
     },
 )
