@@ -21,6 +21,7 @@ from catalogue.claims.label_noise import DAMIAN
 from catalogue.claims.wen2023_training import _source as _wen
 from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, Given
+from constructions.flattest_relu import memorizer_bound
 from constructions.label_noise_xor import train_label_noise
 from constructions.specs import PositiveFloat, PositiveInt, Spec, XorSpec
 from constructions.xor import bias_memorizer, build_xor
@@ -79,7 +80,8 @@ def _arms(p: LabelNoiseXorParams, user_seed: int) -> dict:
         both, data.x, data.y, lr=p.lr, sigma=sigma, steps=p.noise_steps, generator=gen("noise")
     )
     error = (xor_outputs(end, test_x).sign() != test_y).double().mean(1)
-    bound = float(4 * ((data.x.pow(2).sum(1) + 1).sqrt() * data.y.abs()).mean())
+    lifted = torch.cat([data.x, torch.ones(len(data.x), 1, dtype=data.x.dtype)], 1)  # a bias is an input of 1
+    bound = memorizer_bound(lifted.numpy(), data.y.numpy())  # Thm 4.1: (4/n) Σ ‖(x_i, 1)‖ |y_i|
     # the share of the excess over the bound that remains; undefined for a run that starts at the bound
     # (the memorizer control), whose trace can even dip below it off exact interpolation
     start = log.trace[:, 0] - bound
