@@ -17,6 +17,8 @@ FAMILIES = (
     "label_noise",
     "keskar2017",
     "kaur2023",
+    "gatmiry2023",
+    "andriushchenko2023",
     "invariance",
     "benchmark",
 )

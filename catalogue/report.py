@@ -45,6 +45,8 @@ FAMILY_TITLES = {
     "label_noise": "Label-noise SGD minimizes the Hessian trace (HaoChen et al. 2021; Li, Wang, Arora 2022)",
     "keskar2017": "Keskar et al. 2017: large-batch training finds sharp minima (and Dinh's rescaling)",
     "kaur2023": "Kaur, Cohen, Lipton 2023: λ1 and generalization decouple",
+    "gatmiry2023": "Gatmiry et al. 2023: the flattest deep matrix factorization is (nearly) the nuclear-norm one",
+    "andriushchenko2023": "Andriushchenko et al. 2023: a modern look at sharpness and generalization",
     "invariance": "Invariance audit: which measures survive the network's symmetries",
     "benchmark": "Measure benchmark: does sharpness predict generalization across populations",
 }

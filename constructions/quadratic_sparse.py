@@ -37,6 +37,8 @@ __all__ = [
     "sparse_regression",
     "hessian_trace",
     "min_trace_interpolator",
+    "basis_pursuit",
+    "anisotropic_sparse_regression",
     "train",
     "as_module",
     "split",
@@ -86,18 +88,44 @@ class MinTrace:
     residual: float  # max |Xw − y| of the LP's solution
 
 
-def min_trace_interpolator(data: SparseRegression) -> MinTrace:
-    """``argmin {Σ_j c_j |w_j| : Xw = y}`` as an LP over ``w = p − q``, ``p, q ≥ 0`` (HiGHS)."""
-    x, y = data.x, data.y
-    c = (x**2).sum(axis=0)
+def basis_pursuit(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``argmin {Σ_j weights_j |w_j| : Xw = y}`` as an LP over ``w = p − q``, ``p, q ≥ 0`` (HiGHS)."""
     d = x.shape[1]
     result = linprog(
-        np.concatenate([c, c]), A_eq=np.hstack([x, -x]), b_eq=y, bounds=[(0, None)] * (2 * d), method="highs"
+        np.concatenate([weights, weights]),
+        A_eq=np.hstack([x, -x]),
+        b_eq=y,
+        bounds=[(0, None)] * (2 * d),
+        method="highs",
     )
     if not result.success:
         raise RuntimeError(f"the weighted basis pursuit LP failed: {result.message}")
-    w = result.x[:d] - result.x[d:]
+    return result.x[:d] - result.x[d:]
+
+
+def min_trace_interpolator(data: SparseRegression) -> MinTrace:
+    """``argmin {Σ_j c_j |w_j| : Xw = y}``, ``c_j = Σ_i x_ij²``: the least trace over interpolators."""
+    x, y = data.x, data.y
+    c = (x**2).sum(axis=0)
+    w = basis_pursuit(x, y, c)
     return MinTrace(w, 8.0 / x.shape[0] * float(c @ np.abs(w)), float(np.abs(x @ w - y).max()))
+
+
+def anisotropic_sparse_regression(
+    spec: SparseRegressionSpec, scale_ratio: float, support_on: Literal["high", "low"], rng: np.random.Generator
+) -> tuple[SparseRegression, np.ndarray]:
+    """Features of two scales, ``x_ij ~ N(0, s_j²)`` with ``s_j = √r`` on the first half and ``1/√r``
+    on the second (``r = scale_ratio``), and the ``k``-sparse ±1 truth on the ``support_on`` half.
+    Returns the data and ``s``; the population loss of ``w`` is ``Σ_j s_j² (w_j − w*_j)²``."""
+    if 2 * spec.k > spec.d:
+        raise ValueError(f"k = {spec.k} must fit in half of d = {spec.d}")
+    half = spec.d // 2
+    scales = np.where(np.arange(spec.d) < half, np.sqrt(scale_ratio), 1 / np.sqrt(scale_ratio))
+    x = rng.standard_normal((spec.n, spec.d)) * scales
+    pool = np.arange(half) if support_on == "high" else np.arange(half, spec.d)
+    w_star = np.zeros(spec.d)
+    w_star[rng.choice(pool, spec.k, replace=False)] = rng.choice([-1.0, 1.0], spec.k)
+    return SparseRegression(x, x @ w_star, w_star), scales
 
 
 class TrainSettings(Spec):

@@ -1,7 +1,8 @@
 """How well a measure ranks a population of models by generalization (Jiang et al. 2020, §4–6).
 
 * :func:`kendall_tau`: τ_b between a measure and the generalization gap (scipy's default variant),
-  with :func:`bootstrap_kendall` for a percentile CI over models resampled with replacement.
+  with :func:`bootstrap_kendall` for a percentile CI over models resampled with replacement, and
+  :func:`paired_kendall_difference` for ``|τ_b(x, y1)| − |τ_b(x, y2)|`` on the same resamples.
 * :func:`granulated_kendall`: Ψ = (1/|Θ|) Σ_i ψ_i, where ψ_i is the mean, over the groups of models
   that differ only in hyperparameter i, of τ_a within the group (Jiang et al. 2020, Eq. 4–5):
   ``τ_a = (1 / (m(m−1))) Σ_{j≠k} sign(μ_j − μ_k) sign(g_j − g_k)``.
@@ -35,6 +36,7 @@ __all__ = [
     "kendall_tau",
     "kendall_tau_a",
     "bootstrap_kendall",
+    "paired_kendall_difference",
     "Granulated",
     "granulated_kendall",
     "grid_completeness",
@@ -107,6 +109,42 @@ def bootstrap_kendall(
         return tau, float("nan"), float("nan")
     alpha = (1 - confidence) / 2
     return tau, float(np.quantile(taus, alpha)), float(np.quantile(taus, 1 - alpha))
+
+
+def paired_kendall_difference(
+    x: Sequence[float],
+    y1: Sequence[float],
+    y2: Sequence[float],
+    rng: np.random.Generator,
+    *,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """(``|τ_b(x, y1)| − |τ_b(x, y2)|``, low, high): which of two quantities ``x`` ranks more
+    strongly, with a paired percentile bootstrap over models (both τ on the same resample).
+
+    Written out rather than ``scipy.stats.bootstrap(paired=True)``: a resample in which ``y1`` is
+    constant (a hyperparameter with two or three values drawn from few models) has no τ, and scipy
+    then returns a NaN interval; here such resamples are dropped, as in :func:`bootstrap_kendall`.
+    """
+    x, y1, y2 = (np.asarray(v, dtype=float) for v in (x, y1, y2))
+    if not (x.shape == y1.shape == y2.shape) or x.ndim != 1:
+        raise ValueError(f"need three 1-d arrays of one length, got shapes {x.shape}, {y1.shape}, {y2.shape}")
+    sx, s1, s2 = _signs(x), _signs(y1), _signs(y2)
+    diff = abs(kendall_tau(x, y1)) - abs(kendall_tau(x, y2))
+    draws = rng.integers(0, len(x), size=(resamples, len(x)))
+    diffs = np.array(
+        [
+            abs(_tau_b_from_signs(sx[np.ix_(i, i)], s1[np.ix_(i, i)]))
+            - abs(_tau_b_from_signs(sx[np.ix_(i, i)], s2[np.ix_(i, i)]))
+            for i in draws
+        ]
+    )
+    diffs = diffs[np.isfinite(diffs)]
+    if not len(diffs):
+        return diff, float("nan"), float("nan")
+    alpha = (1 - confidence) / 2
+    return diff, float(np.quantile(diffs, alpha)), float(np.quantile(diffs, 1 - alpha))
 
 
 def _group_ids(hparams: Mapping[str, Sequence], keep: np.ndarray, varying: str) -> dict[tuple, list[int]]:

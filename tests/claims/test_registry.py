@@ -45,6 +45,9 @@ CONTROL_SURPRISES = {
 # fails test_quick_verdict_is_the_recorded_one: record the new verdict here, and where it is not the
 # source's, its reason in the claim's quick-mode expected_failure, in the same change.
 QUICK_VERDICTS: dict[str, str] = {
+    "andriushchenko2023.flatter-better-depends-on-data": "holds",
+    "andriushchenko2023.sharpness-tracks-lr-not-error": "inconclusive",
+    "andriushchenko2023.sharper-generalizes-better-ood": "inconclusive",
     "benchmark.adaptive-sharpness-weak": "refuted",
     "benchmark.rescaling-breaks-rankings": "holds",
     "benchmark.sharpness-predicts-gap": "inconclusive",
@@ -58,6 +61,8 @@ QUICK_VERDICTS: dict[str, str] = {
     "dinh2017.trace-bounded-below": "holds",
     "invariance.measure-symmetry-matrix": "holds",
     "keskar2017.large-batch-sharper": "holds",
+    "gatmiry2023.flattest-is-min-nuclear": "inconclusive",
+    "gatmiry2023.flattest-recovers-low-rank": "holds",
     "kaur2023.full-batch-lambda-decouples": "refuted",
     "kaur2023.linear-scaling-decouples": "holds",
     "keskar2017.large-batch-generalizes-worse": "inconclusive",

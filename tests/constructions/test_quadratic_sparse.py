@@ -7,7 +7,9 @@ import torch
 from constructions.quadratic_sparse import (
     SparseRegressionSpec,
     TrainSettings,
+    anisotropic_sparse_regression,
     as_module,
+    basis_pursuit,
     hessian_trace,
     min_trace_interpolator,
     sparse_regression,
@@ -67,3 +69,23 @@ def test_runs_repeat_from_their_seed_and_gd_refuses_label_noise():
     assert np.array_equal(a.u, b.u) and np.array_equal(a.v, b.v)
     with pytest.raises(ValueError, match="label_noise applies to SGD"):
         train(data, TrainSettings(method="gd", label_noise=1.0), 1, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("support_on", ["high", "low"])
+def test_anisotropic_data_put_the_truth_on_the_asked_half(support_on):
+    data, scales = anisotropic_sparse_regression(SMALL, 9.0, support_on, np.random.default_rng(0))
+    assert np.allclose(scales[:10], 3.0) and np.allclose(scales[10:], 1 / 3)
+    support = np.flatnonzero(data.w_star)
+    assert len(support) == SMALL.k and (support < 10).all() == (support_on == "high")
+    assert np.allclose(data.y, data.x @ data.w_star)
+    spread = data.x.std(axis=0)
+    assert spread[:10].mean() > 3 * spread[10:].mean()
+
+
+def test_basis_pursuit_interpolates_and_beats_the_truth():
+    """The truth is feasible, so the LP's weighted ℓ1 is at most the truth's, for any positive weights."""
+    data, _ = anisotropic_sparse_regression(SMALL, 4.0, "high", np.random.default_rng(1))
+    for weights in (np.ones(SMALL.d), (data.x**2).sum(axis=0)):
+        w = basis_pursuit(data.x, data.y, weights)
+        assert np.abs(data.x @ w - data.y).max() < 1e-8
+        assert weights @ np.abs(w) <= weights @ np.abs(data.w_star) * (1 + 1e-9)

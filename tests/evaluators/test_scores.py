@@ -52,6 +52,27 @@ def test_bootstrap_ci_brackets_tau_and_is_reproducible(rng):
     assert perfect == (1.0, 1.0, 1.0)
 
 
+def test_paired_kendall_difference_against_scipy(rng):
+    from scipy import stats
+
+    x = rng.normal(size=30)
+    strong, null = x + 0.3 * rng.normal(size=30), rng.normal(size=30)
+    diff, lo, hi = scores.paired_kendall_difference(x, strong, null, np.random.default_rng(4), resamples=400)
+    expected = abs(stats.kendalltau(x, strong).statistic) - abs(stats.kendalltau(x, null).statistic)
+    assert diff == pytest.approx(expected, abs=1e-12)
+    assert 0 < lo < diff < hi  # a strong ranking against noise: the paired interval excludes 0
+    swapped = scores.paired_kendall_difference(x, null, strong, np.random.default_rng(4), resamples=400)
+    assert swapped == pytest.approx((-diff, -hi, -lo), abs=1e-12)  # same resamples, mirrored
+
+
+def test_paired_kendall_difference_drops_resamples_without_a_tau():
+    """A three-valued hyperparameter leaves some resamples constant; scipy's paired bootstrap would give NaN."""
+    x = np.arange(12.0)
+    levels = np.repeat([0.1, 0.2, 0.3], 4)
+    diff, lo, hi = scores.paired_kendall_difference(x, levels, -x, np.random.default_rng(0), resamples=300)
+    assert np.isfinite([diff, lo, hi]).all() and lo <= diff <= hi
+
+
 def _grid(levels=(2, 2, 3)):
     combos = list(itertools.product(*(range(k) for k in levels)))
     return {f"h{i}": [c[i] for c in combos] for i in range(len(levels))}
