@@ -27,6 +27,16 @@ def _problem(size=5, rank=1, measurements=12, seed=0):
     )
 
 
+def _grams(a):
+    """S = (1/n) Σ A_i A_iᵀ and T = (1/n) Σ A_iᵀ A_i, written out independently of the module."""
+    return torch.einsum("nij,nkj->ik", a, a) / len(a), torch.einsum("nji,njk->ik", a, a) / len(a)
+
+
+def _root(m):
+    evals, evecs = torch.linalg.eigh(m)
+    return evecs @ torch.diag(evals.sqrt()) @ evecs.T
+
+
 def _dense_trace(ws, problem):
     shapes = [w.shape for w in ws]
     theta = torch.cat([w.reshape(-1) for w in ws])
@@ -69,17 +79,15 @@ def test_depth_one_trace_is_the_same_at_every_interpolator():
 def test_depth2_minimum_over_factorizations_is_the_weighted_nuclear_norm():
     """§10: every factorization of M has trace ≥ 2‖S^½ M T^½‖_*, with equality at the balanced one."""
     problem = _problem(measurements=9)
-    a, n = problem.a, len(problem.a)
-    s = torch.einsum("nij,nkj->ik", a, a) / n
-    t = torch.einsum("nji,njk->ik", a, a) / n
-    root = lambda m: torch.linalg.eigh(m)[1] @ torch.diag(torch.linalg.eigh(m)[0].sqrt()) @ torch.linalg.eigh(m)[1].T  # noqa: E731
+    a = problem.a
+    s_half, t_half = (_root(g) for g in _grams(a))
     g = torch.Generator().manual_seed(3)
     m = torch.randn(5, 2, generator=g, dtype=torch.float64) @ torch.randn(2, 5, generator=g, dtype=torch.float64)
-    weighted = root(s) @ m @ root(t)
+    weighted = s_half @ m @ t_half
     bound = 2 * float(torch.linalg.svdvals(weighted).sum())
     u, sig, vt = torch.linalg.svd(weighted)
-    w2 = torch.linalg.solve(root(s), u * sig.sqrt())
-    w1 = torch.linalg.solve(root(t), (sig.sqrt()[:, None] * vt).T).T
+    w2 = torch.linalg.solve(s_half, u * sig.sqrt())
+    w1 = torch.linalg.solve(t_half, (sig.sqrt()[:, None] * vt).T).T
     assert torch.allclose(w2 @ w1, m, atol=1e-10)
     assert float(gauss_newton_trace([w1, w2], a)) == pytest.approx(bound, rel=1e-10)
     for _ in range(5):
@@ -137,14 +145,8 @@ def test_bad_measurement_count_is_rejected():
 def test_depth2_flattest_nuclear_norm_within_the_condition_sandwich():
     """§10: ‖M_flat‖_* ≤ (cond S · cond T)^{1/2} min ‖M‖_* (a theorem; below the recovery threshold it is not tight)."""
     problem = _problem(size=6, rank=2, measurements=14)
-    a, n = problem.a, len(problem.a)
-    kappa = (
-        float(
-            torch.linalg.cond(torch.einsum("nij,nkj->ik", a, a) / n)
-            * torch.linalg.cond(torch.einsum("nji,njk->ik", a, a) / n)
-        )
-        ** 0.5
-    )
+    s, t = _grams(problem.a)
+    kappa = float(torch.linalg.cond(s) * torch.linalg.cond(t)) ** 0.5
     _, flattest = min_trace_depth2(problem)
     nuclear = min_nuclear_norm(problem.a, problem.b)
     ratio = float(torch.linalg.svdvals(flattest).sum()) / nuclear.lower_bound
