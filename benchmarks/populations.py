@@ -21,7 +21,7 @@ import torch
 from tabulate import tabulate
 from threadpoolctl import threadpool_limits
 
-from catalogue.claims.benchmark import FULL_POPULATIONS, QUICK_POPULATIONS
+from constructions.population_grids import FULL_POPULATIONS, QUICK_POPULATIONS
 from constructions.population_rows import RESCALINGS
 from constructions.populations import train_model
 from evaluators import Objective

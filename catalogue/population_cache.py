@@ -34,9 +34,10 @@ from catalogue.parallel import map_unordered
 from catalogue.versions import versions
 from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, measure_member
 from constructions.populations import Population, task_of
-from evaluators.scores import score_population
+from evaluators.scores import grid_completeness, included, measure_failures, score_population
 
 __all__ = [
+    "evaluate_population",
     "member_task",
     "measure_population",
     "stored_weights",
@@ -178,3 +179,49 @@ def population_scores(rows: Sequence[dict], hyperparameters: Sequence[str], seed
     # retrains, but does not reshuffle the resamples
     key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
     return _cached_scores(key, rows_json, tuple(hyperparameters), seed, resamples)
+
+
+def evaluate_population(
+    population: Population,
+    name: str,
+    ctx: ClaimContext,
+    *,
+    rescale_max: float,
+    resamples: int,
+    min_models: int,
+    oracle_measure: str | None = None,
+    shuffled_measures: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A population's rows, its included models, their scores (none below ``min_models``), a summary
+    and, with an artifacts directory, its per-model CSV. The controls act on the included models:
+    ``oracle_measure`` takes each model's gap as its value, ``shuffled_measures`` are permuted across
+    models (seeded by the population's name)."""
+    rows = measure_population(population, name, ctx, rescale_max=rescale_max)
+    hyper = population.hyperparameters
+    kept = included(rows)
+    if oracle_measure is not None:
+        kept = [{**row, oracle_measure: row["gap"]} for row in kept]
+    if shuffled_measures:
+        order = ctx.rng(f"shuffle-{name}").permutation(len(kept))
+        kept = [{**row, **{m: kept[j][m] for m in shuffled_measures}} for row, j in zip(kept, order, strict=True)]
+    csv_path = None
+    if ctx.artifacts is not None:
+        digest = seeding.spec_hash({"population": population.model_dump(mode="json"), "seed": ctx.seed})
+        csv_path = ctx.artifacts / "benchmark" / f"{name}-{digest[:10]}.csv"
+        atomic_write_text(csv_path, population_table(rows, hyper))
+    complete, _, _ = grid_completeness({h: [r[h] for r in kept] for h in hyper})
+    return {
+        "rows": rows,
+        "kept": kept,
+        "scores": population_scores(kept, hyper, ctx.seed, resamples) if len(kept) >= min_models else {},
+        "summary": {
+            "models": len(rows),
+            "included": len(kept),
+            "excluded": len(rows) - len(kept),
+            "diverged": sum(bool(r["diverged"]) for r in rows),
+            "grid_complete_after_exclusion": complete,
+            "max_rescale_function_change": max((r["rescale_function_change"] for r in kept), default=math.nan),
+            "measure_failures": measure_failures(rows),
+            "table": None if csv_path is None else str(csv_path),
+        },
+    }

@@ -27,7 +27,7 @@ __all__ = [
     "cosine_to_min_norm",
     "gradient_descent",
     "gradient_flow",
-    "spherical_sharpness",
+    "spherical_sharpness_per_row",
 ]
 
 
@@ -116,7 +116,7 @@ class Trajectory:
         return self.eff_lr * self.sharpness
 
 
-def spherical_sharpness(problem: BNRegressionProblem, w: torch.Tensor) -> torch.Tensor:
+def spherical_sharpness_per_row(problem: BNRegressionProblem, w: torch.Tensor) -> torch.Tensor:
     """λ1(∇²L(w/‖w‖)) for each row of ``w`` (closed-form loss, Hessian by ``torch.func``)."""
     w_bar = w / w.norm(dim=-1, keepdim=True)
     hess = torch.func.vmap(torch.func.hessian(lambda v: problem.loss_and_grad(v)[0]))(w_bar)
@@ -136,7 +136,7 @@ def _log_row(problem, w, eff_lr):
         loss.numpy(),
         w.norm(dim=-1).numpy(),
         eff_lr,
-        spherical_sharpness(problem, w).numpy(),
+        spherical_sharpness_per_row(problem, w).numpy(),
         cosine_to_min_norm(problem, w).numpy(),
     )
 

@@ -27,6 +27,7 @@ from constructions.divergence import check_finite
 
 __all__ = [
     "centred_inputs",
+    "distance_to_flow",
     "edge_initialization",
     "flow_velocity",
     "gd_weight_decay_directions",
@@ -129,3 +130,32 @@ def gd_weight_decay_directions(
             thetas.append(w / w.norm())
         w = shrink * w - lr * grad
     return np.array(logged), torch.stack(thetas)
+
+
+def distance_to_flow(
+    problem: BNRegressionProblem,
+    z0: torch.Tensor,
+    path: torch.Tensor,
+    dtau: float,
+    flow_time: float,
+    *,
+    eta_in: float,
+    lr: float,
+    perturbation: float,
+    generator: torch.Generator,
+    logs: int,
+    against_start: bool = False,
+) -> dict:
+    """Theorem 4.7's experiment at one intrinsic rate η_in = ηλ: GD+WD from the edge initialization
+    (σ = perturbation · η_in^{1/2}) for T/η_in steps, T = ``flow_time`` the horizon of the flow
+    ``path`` (logged every ``dtau``), and ‖θ_t − ζ(t η_in)‖ at about ``logs`` logged steps
+    (``against_start``: ‖θ_t − ζ₀‖, the distance that does not track the flow). Returns the logged
+    flow times, distances and the last direction."""
+    weight_decay = eta_in / lr
+    w0 = edge_initialization(problem, z0, lr, weight_decay, perturbation * eta_in**0.5, generator)
+    steps = int(np.floor(flow_time / eta_in + 1e-9))  # t η_in ≤ T: the flow's path covers every step
+    logged, thetas = gd_weight_decay_directions(
+        problem, w0, lr=lr, weight_decay=weight_decay, steps=steps, every=max(1, steps // logs)
+    )
+    reference = z0.expand_as(thetas) if against_start else path[np.rint(logged * eta_in / dtau).astype(int)]
+    return {"tau": logged * eta_in, "distance": (thetas - reference).norm(dim=1).numpy(), "last": thetas[-1]}

@@ -111,17 +111,6 @@ def matrix_completion(p: CompletionParams, ctx: ClaimContext) -> Outcome:
         for arm, wd in (("with_wd", p.weight_decay), ("without_wd", 0.0))
     }
     arms = {arm: _from_fit(run, level) for arm, run in runs.items()}
-
-    def figure(name: str, ylabel: str, field: str, logy: bool = False, reference: float | None = None) -> Figure:
-        series = [
-            Series(label=arm.replace("_", " "), x=run.steps.tolist(), y=getattr(run, field).tolist())
-            for arm, run in runs.items()
-        ]
-        if reference is not None:
-            series.append(Series(label="Var(unobserved)", y=[reference], style="hline"))
-        title = f"{ylabel} along training"
-        return Figure(name=name, title=title, xlabel="step", ylabel=ylabel, series=series, logy=logy)
-
     return Outcome(
         evidence={
             **{f"{arm}_fits": arms[arm]["fit_step"] is not None for arm in runs},
@@ -134,10 +123,12 @@ def matrix_completion(p: CompletionParams, ctx: ClaimContext) -> Outcome:
             },
         },
         figures=[
-            figure("sharpness", "spherical sharpness λ1(∇²L(w/‖w‖))", "sharpness", logy=True),
-            figure("test-loss", "test loss (unobserved)", "test_loss", logy=True, reference=problem.test_variance),
-            figure("rank", "effective rank of U Vᵀ", "effective_rank"),
-            figure("train-loss", "train loss (observed entries)", "train_loss", logy=True),
+            _along_training(runs, "sharpness", "spherical sharpness λ1(∇²L(w/‖w‖))", "sharpness", logy=True),
+            _along_training(
+                runs, "test-loss", "test loss (unobserved)", "test_loss", logy=True, reference=problem.test_variance
+            ),
+            _along_training(runs, "rank", "effective rank of U Vᵀ", "effective_rank"),
+            _along_training(runs, "train-loss", "train loss (observed entries)", "train_loss", logy=True),
         ],
         notes=(
             f"{_SCALE} η = {p.lr:g}, λ = {p.weight_decay:g}, {p.steps} steps "
@@ -147,3 +138,22 @@ def matrix_completion(p: CompletionParams, ctx: ClaimContext) -> Outcome:
             "quarter of the logs: 2 at the Edge of Stability."
         ),
     )
+
+
+def _along_training(
+    runs: dict[str, CompletionRun],
+    name: str,
+    ylabel: str,
+    field: str,
+    logy: bool = False,
+    reference: float | None = None,
+) -> Figure:
+    """One logged field of both arms against the step, with an optional reference level."""
+    series = [
+        Series(label=arm.replace("_", " "), x=run.steps.tolist(), y=getattr(run, field).tolist())
+        for arm, run in runs.items()
+    ]
+    if reference is not None:
+        series.append(Series(label="Var(unobserved)", y=[reference], style="hline"))
+    title = f"{ylabel} along training"
+    return Figure(name=name, title=title, xlabel="step", ylabel=ylabel, series=series, logy=logy)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 import torch
 from pydantic import Field
 
@@ -14,14 +13,14 @@ from catalogue.registry import register
 from catalogue.rules import AllOf, AtLeast, AtMost, param
 from constructions.bn_regression import build_bn_regression, cosine_to_min_norm
 from constructions.sharpness_flow import (
-    edge_initialization,
-    gd_weight_decay_directions,
+    distance_to_flow,
     manifold_point,
     manifold_projector,
     sharpness_on_manifold,
     sharpness_reduction_flow,
 )
 from constructions.specs import BNLinearRegressionSpec, Grid, PositiveFloat, PositiveInt, Spec
+from evaluators.rates import log_log_slope
 
 
 class FlowTrackingParams(Spec):
@@ -80,27 +79,20 @@ class FlowTrackingParams(Spec):
 def tracks_sharpness_flow(p: FlowTrackingParams, ctx: ClaimContext) -> Outcome:
     problem = build_bn_regression(p.scenario, ctx.generator("bn-data"))
     z0 = manifold_point(problem, manifold_projector(problem), ctx.generator("zeta0"))
-    taus, path = sharpness_reduction_flow(problem, z0, p.flow_time, p.dtau)
+    _, path = sharpness_reduction_flow(problem, z0, p.flow_time, p.dtau)
     travel = float((path[-1] - z0).norm())
     largest, series = {}, []
     for i, eta_in in enumerate(p.intrinsic_lrs):
-        wd = eta_in / p.lr
-        sigma = p.perturbation * eta_in**0.5
-        w0 = edge_initialization(problem, z0, p.lr, wd, sigma, ctx.generator("perturbation", i))
-        steps = int(np.floor(p.flow_time / eta_in + 1e-9))  # t η_in ≤ T: the flow's path covers every step
-        logged, thetas = gd_weight_decay_directions(
-            problem, w0, lr=p.lr, weight_decay=wd, steps=steps, every=max(1, steps // p.logs)
-        )
-        index = np.rint(logged * eta_in / p.dtau).astype(int)
-        reference = path[index] if p.reference == "flow" else z0.expand_as(thetas)
-        dist = (thetas - reference).norm(dim=1).numpy()
-        largest[f"{eta_in:g}"] = float(dist.max())
-        series.append(Series(label=f"η_in = {eta_in:g}", x=(logged * eta_in).tolist(), y=dist.tolist()))
-    log_eta = np.log(np.array(p.intrinsic_lrs))
-    slope = float(np.polyfit(log_eta, np.log(list(largest.values())), 1)[0]) if len(largest) > 1 else None
+        run = distance_to_flow(
+            problem, z0, path, p.dtau, p.flow_time, eta_in=eta_in, lr=p.lr, perturbation=p.perturbation,
+            generator=ctx.generator("perturbation", i), logs=p.logs, against_start=p.reference == "start",
+        )  # fmt: skip
+        largest[f"{eta_in:g}"] = float(run["distance"].max())
+        series.append(Series(label=f"η_in = {eta_in:g}", x=run["tau"], y=run["distance"]))
+    slope = log_log_slope(p.intrinsic_lrs, list(largest.values())) if len(largest) > 1 else None
     smallest = largest[f"{min(p.intrinsic_lrs):g}"]
     with torch.no_grad():
-        cos = cosine_to_min_norm(problem, torch.stack([z0, path[-1], thetas[-1]]))
+        cos = cosine_to_min_norm(problem, torch.stack([z0, path[-1], run["last"]]))
     return Outcome(
         evidence={
             "max_distance": largest,
@@ -120,25 +112,7 @@ def tracks_sharpness_flow(p: FlowTrackingParams, ctx: ClaimContext) -> Outcome:
                 logy=True,
                 series=series,
             ),
-            Figure(
-                name="rate",
-                title="largest distance against η_in (Thm 4.7: O(η_in^{1/4}))",
-                xlabel="η_in",
-                ylabel="max_t distance",
-                logx=True,
-                logy=True,
-                series=[
-                    Series(label="measured", x=list(p.intrinsic_lrs), y=list(largest.values()), style="markers"),
-                    Series(
-                        label="∝ η_in^{1/4} through the largest η_in",
-                        x=list(p.intrinsic_lrs),
-                        y=[
-                            largest[f"{max(p.intrinsic_lrs):g}"] * (e / max(p.intrinsic_lrs)) ** 0.25
-                            for e in p.intrinsic_lrs
-                        ],
-                    ),
-                ],
-            ),
+            _rate_figure(p.intrinsic_lrs, largest),
         ],
         notes=(
             "The flow is integrated by RK4 on Γ (step dtau, retracted onto the zero-loss directions each stage) "
@@ -148,3 +122,17 @@ def tracks_sharpness_flow(p: FlowTrackingParams, ctx: ClaimContext) -> Outcome:
             "cos_to_min_norm."
         ),
     )
+
+
+def _rate_figure(etas, largest: dict[str, float]) -> Figure:
+    """The largest distance against η_in on log-log axes, with the η_in^{1/4} line through the largest η_in."""
+    top = largest[f"{max(etas):g}"]
+    quarter_power = [top * (e / max(etas)) ** 0.25 for e in etas]
+    return Figure(
+        name="rate", title="largest distance against η_in (Thm 4.7: O(η_in^{1/4}))", xlabel="η_in",
+        ylabel="max_t distance", logx=True, logy=True,
+        series=[
+            Series(label="measured", x=list(etas), y=list(largest.values()), style="markers"),
+            Series(label="∝ η_in^{1/4} through the largest η_in", x=list(etas), y=quarter_power),
+        ],
+    )  # fmt: skip

@@ -15,9 +15,10 @@ from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series
 from catalogue.claims.vardhan2026 import _source
 from catalogue.registry import register
 from catalogue.rules import IntervalBelow
-from constructions.multi_index import build_multi_index, flattest_on_directions, random_directions
+from constructions.flattest_multi_index import largest_outer_weight
 from constructions.specs import IntGrid, MultiIndexSpec, PositiveInt, Spec
 from evaluators.estimate import mean_with_stderr
+from evaluators.rates import log_log_slope
 
 
 class BalanceParams(Spec):
@@ -30,10 +31,6 @@ class BalanceParams(Spec):
     m_star: PositiveInt = 2
     widths: IntGrid = Field(default=(128, 256, 512, 1024), min_length=3)
     draws: PositiveInt = Field(default=4, ge=2, description="datasets per seed (the t-interval's sample)")
-
-
-def _slope(widths, values) -> float:
-    return float(np.polyfit(np.log(widths), np.log(values), 1)[0])
 
 
 @register(
@@ -78,16 +75,8 @@ def _slope(widths, values) -> float:
 )
 def flattest_is_balanced(p: BalanceParams, ctx: ClaimContext) -> Outcome:
     spec = MultiIndexSpec(n=p.n, d=p.d, c=p.c, link="sum_single_index", m_star=p.m_star)
-    sup = np.zeros((p.draws, len(p.widths)))
-    gaps = []
-    for k in range(p.draws):
-        gen = ctx.generator("draw", k)
-        problem = build_multi_index(spec, gen)
-        for i, m in enumerate(p.widths):
-            interp = flattest_on_directions(problem, random_directions(problem, m, gen))
-            sup[k, i] = np.abs(interp.a).max()
-            gaps.append(interp.solution.relative_gap)
-    slopes = [_slope(p.widths, row) for row in sup]
+    sup, gaps = largest_outer_weight(spec, p.widths, p.draws, lambda k: ctx.generator("draw", k))
+    slopes = [log_log_slope(p.widths, row) for row in sup]
     mean, _, interval = mean_with_stderr(np.array(slopes))
     return Outcome(
         evidence={

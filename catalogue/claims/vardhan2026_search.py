@@ -132,23 +132,7 @@ def small_n_flattest_is_bad(p: SmallNParams, ctx: ClaimContext) -> Outcome:
             "excess_over_var_ci": list(interval),
             "draws": draws,
         },
-        tables=[
-            {
-                "name": "the flattest interpolator found, per draw",
-                "headers": ["Υ found", "Υ teacher", "memorizer bound", "width", "E(f − σ*)²", "Var σ*"],
-                "rows": [
-                    [
-                        f"{r['upsilon_found']:.4f}",
-                        f"{r['upsilon_teacher']:.4f}",
-                        f"{r['memorizer_bound']:.4f}",
-                        r["width"],
-                        f"{r['excess_population_loss']:.3f} ± {r['excess_population_loss_se']:.3f}",
-                        f"{r['var_sigma_star']:.3f}",
-                    ]
-                    for r in draws
-                ],
-            }
-        ],
+        tables=[_draws_table(draws)],
         figures=[
             Figure(
                 name="small-n-flatness",
@@ -165,11 +149,33 @@ def small_n_flattest_is_bad(p: SmallNParams, ctx: ClaimContext) -> Outcome:
                 ],
             )
         ],
-        notes=(
-            "Υ found is an interpolator's value, an upper bound on the minimum; the memorizer bound "
-            "(4/n)Σ‖x_i‖|y_i| is a rigorous lower bound (constructions/flattest_relu.py), so the truth lies between. "
-            "The column generation's own dual bound is left out: it would certify the minimum only if its pricing "
-            "search were global, and when the search stops it equals Υ found by construction. The rule needs none of "
-            "them: being flatter than the teacher is shown by the interpolator itself."
-        ),
+        notes=_BOUNDS_NOTE,
     )
+
+
+def _draws_table(draws: list[dict]) -> dict:
+    """Per draw: Υ found, the teacher's, the memorizer bound, the width and the excess loss against Var σ*."""
+    return {
+        "name": "the flattest interpolator found, per draw",
+        "headers": ["Υ found", "Υ teacher", "memorizer bound", "width", "E(f − σ*)²", "Var σ*"],
+        "rows": [
+            [
+                f"{r['upsilon_found']:.4f}",
+                f"{r['upsilon_teacher']:.4f}",
+                f"{r['memorizer_bound']:.4f}",
+                r["width"],
+                f"{r['excess_population_loss']:.3f} ± {r['excess_population_loss_se']:.3f}",
+                f"{r['var_sigma_star']:.3f}",
+            ]
+            for r in draws
+        ],
+    }
+
+
+_BOUNDS_NOTE = (
+    "Υ found is an interpolator's value, an upper bound on the minimum; the memorizer bound "
+    "(4/n)Σ‖x_i‖|y_i| is a rigorous lower bound (constructions/flattest_relu.py), so the truth lies between. "
+    "The column generation's own dual bound is left out: it would certify the minimum only if its pricing "
+    "search were global, and when the search stops it equals Υ found by construction. The rule needs none of "
+    "them: being flatter than the teacher is shown by the interpolator itself."
+)

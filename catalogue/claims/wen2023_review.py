@@ -18,7 +18,6 @@ from pydantic import Field
 from catalogue.claim import ClaimContext, Control, Outcome
 from catalogue.claims.wen2023 import _bias_bound, _gaps, _measure, _simln_bound, flattest_memorizer
 from catalogue.claims.wen2023_training import (
-    ARCH_NAMES,
     BIAS_FULL,
     BIAS_PAPER,
     BIAS_QUICK,
@@ -32,7 +31,6 @@ from catalogue.claims.wen2023_training import (
     SIMLN_QUICK,
     TABLE_1,
     Thresholds,
-    TrainConfig,
     _final,
     _generalization_verdict,
     _run,
@@ -42,6 +40,7 @@ from catalogue.registry import register
 from catalogue.rules import AllOf, IsTrue
 from constructions.specs import PositiveFloat, PositiveInt, Spec
 from constructions.xor import bias_memorizer, simln_memorizer
+from constructions.xor_runs import ARCH_NAMES, TrainConfig
 
 # The flattest memorizers of the paper, the lower bound each one meets (Thm 4.1, Thm 5.1) and its
 # interpolation tolerance, as in wen2023.bias- / simln-flattest-can-memorize.

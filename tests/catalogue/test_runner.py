@@ -1,6 +1,7 @@
 """Runner: determinism, error records, resume, interruption, and the dask backend."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -149,3 +150,12 @@ def test_a_claim_that_calls_sys_exit_is_an_error_record(tmp_path, monkeypatch):
     records = runner.run_jobs(_jobs(FAST), tmp_path)
     assert [r.verdict for r in records] == ["error", "holds"]
     assert records[0].error.startswith("SystemExit: 3")
+
+
+def test_parallel_runs_start_with_the_longest_stored_jobs(tmp_path):
+    jobs = _jobs(["lyu2022.effective-lr-identity", "lyu2022.scale-invariance-identities", "dinh2017.hessian-block-law"])
+    for job, seconds in zip(jobs[1:], (5.0, 50.0), strict=True):  # the first job has no stored record
+        path = store.record_path(tmp_path, job.claim_id, job.mode, job.control)
+        path.write_text(json.dumps({"seconds": seconds}))
+    ordered = runner._longest_first(jobs, tmp_path)
+    assert [j.claim_id for j in ordered] == [jobs[0].claim_id, jobs[2].claim_id, jobs[1].claim_id]

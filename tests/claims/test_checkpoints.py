@@ -69,3 +69,39 @@ def test_killed_run_resumes_to_the_same_record(tmp_path, capsys):
     uninterrupted = store.load_records(whole)[CLAIM]
     assert resumed.verdict == uninterrupted.verdict
     assert compare_records(uninterrupted, resumed) == []
+
+
+def _train_configs(spec):
+    """Every training configuration a Wen et al. claim's spec trains (the rate claim's one per n)."""
+    from constructions.xor_runs import TrainConfig
+
+    configs = [v for v in dict(spec).values() if isinstance(v, TrainConfig)]
+    if hasattr(spec, "ns"):
+        configs = [
+            c.model_copy(update={"scenario": c.scenario.model_copy(update={"n": n})}) for c in configs for n in spec.ns
+        ]
+    return configs
+
+
+def test_every_committed_checkpoint_is_one_the_claims_look_for():
+    """The main job reads the Wen et al. runs back from report/records/checkpoints; a change to a
+    checkpoint's key (the configuration, its seed hash, the trainer's code, the versions) would leave
+    them unread and retrain for hours. Each committed file must be a run some claim asks for."""
+    from pathlib import Path
+
+    from catalogue import registry
+    from catalogue.xor_checkpoints import checkpoint_path
+
+    committed = {p.name for p in (Path(__file__).parents[2] / "report/records/checkpoints").glob("xor-*.pt")}
+    wanted = set()
+    for claim in registry.all_claims("wen2023"):
+        for mode in ("full", "paper"):
+            if mode == "paper" and claim.paper is None:
+                continue
+            spec = claim.spec_for(mode)
+            specs = [spec, *(c.apply(spec) for c in claim.controls)] if mode == "full" else [spec]  # --controls
+            for cfg in (cfg for each in specs for cfg in _train_configs(each)):
+                for seed in range(5):
+                    for method in ("sam", "gd"):
+                        wanted.add(checkpoint_path(cfg, method, seed, Path(".")).name)
+    assert committed and committed <= wanted, sorted(committed - wanted)[:5]

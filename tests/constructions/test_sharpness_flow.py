@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from constructions.bn_regression import build_bn_regression, cosine_to_min_norm, spherical_sharpness
+from constructions.bn_regression import build_bn_regression, cosine_to_min_norm, spherical_sharpness_per_row
 from constructions.sharpness_flow import (
     centred_inputs,
     edge_initialization,
@@ -36,7 +36,9 @@ def test_manifold_points_interpolate(setting):
 def test_sharpness_on_manifold_is_the_dense_hessians(setting):
     problem, _, z = setting
     # Gauss–Newton = Hessian at zero residual; the dense float64 eigvalsh agrees to round-off
-    assert sharpness_on_manifold(problem, z) == pytest.approx(float(spherical_sharpness(problem, z[None])[0]), rel=1e-9)
+    assert sharpness_on_manifold(problem, z) == pytest.approx(
+        float(spherical_sharpness_per_row(problem, z[None])[0]), rel=1e-9
+    )
 
 
 def test_flow_velocity_is_minus_the_tangent_gradient_of_log_sharpness(setting):
