@@ -119,16 +119,16 @@ def gd_weight_decay_directions(
     problem: BNRegressionProblem, w0: torch.Tensor, *, lr: float, weight_decay: float, steps: int, every: int
 ) -> tuple[np.ndarray, torch.Tensor]:
     """GD+WD ``w ← (1 − ηλ) w − η ∇L(w)`` (closed-form gradient); the directions θ_t every ``every`` steps."""
-    w, logged, thetas = w0.clone(), [], []
+    w, logged, thetas = w0.numpy().copy(), [], []
     shrink = 1 - lr * weight_decay
     last = float("nan")
     for t in range(steps + 1):
-        loss, grad = problem.loss_and_grad(w)
         if t % every == 0 or t == steps:
-            last = check_finite(t, float(loss), w, last)
+            current = torch.from_numpy(w)
+            last = check_finite(t, float(problem.loss(current)), current, last)
             logged.append(t)
-            thetas.append(w / w.norm())
-        w = shrink * w - lr * grad
+            thetas.append(current / current.norm())
+        w = shrink * w - lr * problem.gradient(w)
     return np.array(logged), torch.stack(thetas)
 
 

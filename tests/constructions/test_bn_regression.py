@@ -20,6 +20,14 @@ def test_closed_form_matches_autograd(gen):
         assert torch.allclose(grad[i], ref_grad, rtol=1e-11, atol=1e-14)
 
 
+@pytest.mark.parametrize("shape", [(3, 20), (20,)])
+def test_numpy_gradient_has_the_same_bits_as_the_torch_one(gen, shape):
+    # GD's trajectories (and so the committed records) depend on these bits, not on a tolerance
+    problem = build_bn_regression(BNLinearRegressionSpec(n=12, d=20, noise=0.1), gen)
+    w = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    assert torch.equal(torch.from_numpy(problem.gradient(w.numpy())), problem.loss_and_grad(w)[1])
+
+
 def test_equivalent_linear_model(gen):
     problem = build_bn_regression(BNLinearRegressionSpec(n=10, d=6), gen)
     w = torch.randn(6, generator=gen, dtype=torch.float64)
