@@ -278,12 +278,15 @@ def lambda_max_unbounded(p: SweepParams, ctx: ClaimContext) -> Outcome:
                 logy=False,
             ),
         ],
-        notes=(
-            "The seed blog outline says minima 'can be made sharper just by re-ordering the units'. Permuting hidden "
-            "units leaves every Hessian eigenvalue unchanged (see `invariance.measure-symmetry-matrix`, column "
-            "permutation); the paper's construction is the non-negative rescaling T_α, not a permutation."
-        ),
+        notes=_NOT_A_PERMUTATION,
     )
+
+
+_NOT_A_PERMUTATION = (
+    "The seed blog outline says minima 'can be made sharper just by re-ordering the units'. Permuting hidden "
+    "units leaves every Hessian eigenvalue unchanged (see `invariance.measure-symmetry-matrix`, column "
+    "permutation); the paper's construction is the non-negative rescaling T_α, not a permutation."
+)
 
 
 # --------------------------------------------------------------------------- 4. many eigenvalues inflated

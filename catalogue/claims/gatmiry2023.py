@@ -164,28 +164,16 @@ def flattest_recovers_low_rank(p: RecoveryParams, ctx: ClaimContext) -> Outcome:
     for k in range(p.draws):
         problem = build_sensing(p.problem, ctx.generator("problem", k))
         nuclear = min_nuclear_norm(problem.a, problem.b)
-        frobenius = min_frobenius_interpolator(problem)
+        nuclear_error = f"{_relative_error(nuclear.matrix, problem.truth):.2e}"
+        frobenius_error = f"{_relative_error(min_frobenius_interpolator(problem), problem.truth):.3f}"
         for depth in p.depths:
             run = _flattest(problem, depth, p.starts, ctx.generator("search", 10 * k + depth))
             run["recovery_error"] = _relative_error(run["matrix"], problem.truth)
             runs.append(run)
-            rows.append(
-                [
-                    k,
-                    depth,
-                    f"{run['trace']:.6g}",
-                    _fmt(run["excess_over_certificate"]),
-                    f"{run['spread_over_starts']:.1e}",
-                    f"{run['residual']:.1e}",
-                    f"{run['recovery_error']:.2e}",
-                    f"{_relative_error(nuclear.matrix, problem.truth):.2e}",
-                    f"{_relative_error(frobenius, problem.truth):.3f}",
-                ]
-            )
-    quality = _search_quality(runs)
+            rows.append([k, depth, *_search_cells(run), f"{run['recovery_error']:.2e}", nuclear_error, frobenius_error])
     return Outcome(
         evidence={
-            **quality,
+            **_search_quality(runs),
             "worst_recovery_error": max(r["recovery_error"] for r in runs),
             "recovery_error_by_depth": {
                 str(depth): max(r["recovery_error"] for r in runs if r["depth"] == depth) for depth in p.depths
@@ -197,17 +185,14 @@ def flattest_recovers_low_rank(p: RecoveryParams, ctx: ClaimContext) -> Outcome:
                 "headers": [
                     "draw",
                     "depth",
-                    "trace",
-                    "trace / certified min − 1",
-                    "spread over starts",
-                    "(1/2n) Σ r²",
+                    *_SEARCH_HEADERS,
                     "error (flattest)",
                     "error (min ‖M‖_*)",
                     "error (min ‖M‖_F)",
                 ],
                 "rows": rows,
             }
-        ],
+        ],  # fmt: skip
         notes=f"{_SCALE} Errors are ‖M − M*‖_F / ‖M*‖_F. Depth 3 has no certificate: its search's starts agree to the "
         "spread shown.",
     )
@@ -215,6 +200,19 @@ def flattest_recovers_low_rank(p: RecoveryParams, ctx: ClaimContext) -> Outcome:
 
 def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.1e}"
+
+
+_SEARCH_HEADERS = ("trace", "trace / certified min − 1", "spread over starts", "(1/2n) Σ r²")
+
+
+def _search_cells(run: dict) -> list[str]:
+    """How the trace search ended: its trace, excess over the certificate, spread over starts, residual."""
+    return [
+        f"{run['trace']:.6g}",
+        _fmt(run["excess_over_certificate"]),
+        f"{run['spread_over_starts']:.1e}",
+        f"{run['residual']:.1e}",
+    ]
 
 
 class NuclearParams(Spec):
@@ -286,18 +284,10 @@ def flattest_is_min_nuclear(p: NuclearParams, ctx: ClaimContext) -> Outcome:
             shares.append((_nuclear(run["matrix"]) - nuclear.value) / frobenius_excess)
             if depth == 2:
                 sandwich.append(ratio <= kappa * (1 + 1e-9))
+            off = _relative_error(run["matrix"], nuclear.matrix)
             rows.append(
-                [
-                    k,
-                    depth,
-                    f"{ratio:.4f}",
-                    f"{kappa:.3f}",
-                    f"{shares[-1]:.3f}",
-                    f"{_relative_error(run['matrix'], nuclear.matrix):.3f}",
-                    f"{nuclear.gap:.1e}",
-                ]
+                [k, depth, f"{ratio:.4f}", f"{kappa:.3f}", f"{shares[-1]:.3f}", f"{off:.3f}", f"{nuclear.gap:.1e}"]
             )
-    sweep = _recovery_sweep(p, ctx)
     return Outcome(
         evidence={
             **_search_quality(runs),
@@ -319,24 +309,29 @@ def flattest_is_min_nuclear(p: NuclearParams, ctx: ClaimContext) -> Outcome:
                 ],
                 "rows": rows,
             }
-        ],
-        figures=[
-            Figure(
-                name="recovery",
-                title=f"error against n (d = {p.problem.size}, r = {p.problem.rank}; one draw per n)",
-                xlabel="measurements n",
-                ylabel="‖M − M*‖_F / ‖M*‖_F",
-                logy=True,
-                series=[
-                    Series(label=name, x=list(p.sweep), y=values, style="markers") for name, values in sweep.items()
-                ],
-            )
-        ],
-        notes=f"{_SCALE} The excess share is (‖M_flat‖_* − min ‖M‖_*) / (‖M_Frobenius‖_* − min ‖M‖_*), its worst over "
-        "depths and draws decides. Below the recovery threshold the measurements' RIP constant is not small, so this "
-        "reads the abstract's equivalence outside the condition it states (in the RIP regime both minimizers are the "
-        "truth: gatmiry2023.flattest-recovers-low-rank). The figure's depth-2 curve is the exact (convex) flattest "
-        "interpolator. depth2_within_sandwich checks the theorem ‖M_flat‖_* ≤ κ min ‖M‖_* (docs/derivations.md §10).",
+        ],  # fmt: skip
+        figures=[_recovery_figure(p, _recovery_sweep(p, ctx))],
+        notes=_NUCLEAR_NOTES,
+    )
+
+
+_NUCLEAR_NOTES = (
+    f"{_SCALE} The excess share is (‖M_flat‖_* − min ‖M‖_*) / (‖M_Frobenius‖_* − min ‖M‖_*), its worst over "
+    "depths and draws decides. Below the recovery threshold the measurements' RIP constant is not small, so this "
+    "reads the abstract's equivalence outside the condition it states (in the RIP regime both minimizers are the "
+    "truth: gatmiry2023.flattest-recovers-low-rank). The figure's depth-2 curve is the exact (convex) flattest "
+    "interpolator. depth2_within_sandwich checks the theorem ‖M_flat‖_* ≤ κ min ‖M‖_* (docs/derivations.md §10)."
+)
+
+
+def _recovery_figure(p: NuclearParams, sweep: dict[str, list[float]]) -> Figure:
+    return Figure(
+        name="recovery",
+        title=f"error against n (d = {p.problem.size}, r = {p.problem.rank}; one draw per n)",
+        xlabel="measurements n",
+        ylabel="‖M − M*‖_F / ‖M*‖_F",
+        logy=True,
+        series=[Series(label=name, x=list(p.sweep), y=values, style="markers") for name, values in sweep.items()],
     )
 
 

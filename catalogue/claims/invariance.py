@@ -130,44 +130,8 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
         audits=lambda m, symmetry: symmetry in INVARIANCE.get(m.name, {}),
         stderr_multiple=p.stderr_multiple,
     )
-    matrix, curves = audit.change, audit.t_alpha_ratios
-    predicted: dict[bool, dict[str, dict[str, float]]] = {True: {}, False: {}}
-    for symmetry, names in audit.audited.items():
-        for name in names:
-            expected = INVARIANCE[name][symmetry]
-            if expected is not None:
-                predicted[expected][f"{name} under {symmetry}"] = {
-                    "relative_change": matrix[name][symmetry],
-                    "change_beyond_noise": audit.beyond_noise[name][symmetry],
-                }
-
-    def cell(name: str, symmetry: str) -> str:
-        if symmetry not in matrix.get(name, {}):
-            return "n/a"
-        mark = {True: "inv", False: "var", None: "—"}[INVARIANCE[name][symmetry]]
-        return f"{matrix[name][symmetry]:.1e} ({mark})"
-
-    rows = [[name, *(cell(name, s) for s in SYMMETRIES)] for name in (m.name for m in PANEL) if name in matrix]
-    grid = [*p.alphas, 1.0]  # α = 1 is the reference point, ratio 1
-    order = np.argsort(grid)
-    figure_series = [
-        Series(
-            label=name,
-            x=[grid[i] for i in order],
-            y=[abs([*vals, 1.0][i]) for i in order],
-            style="markers",
-        )
-        for name, vals in curves.items()
-        if name
-        in (
-            "lambda_max",
-            "trace",
-            "eps_sharpness_1e-3",
-            "adaptive_worst_linf",
-            "fisher_rao",
-            "relative_flatness_layer1",
-        )
-    ]
+    matrix = audit.change
+    predicted = _predicted(audit)
     return Outcome(
         evidence={
             "predicted_invariant": predicted[True],
@@ -181,30 +145,68 @@ def measure_symmetry_matrix(p: InvarianceAuditParams, ctx: ClaimContext) -> Outc
             "train_loss_ln": losses["ln"],
             "alphas": sorted(p.alphas),
         },
-        tables=[
-            {
-                "name": ("max relative change of each measure over the α grid (inv/var: theory's prediction)"),
-                "headers": ["measure", *SYMMETRIES],
-                "rows": rows,
-            }
-        ],
-        figures=[
-            Figure(
-                name="t-alpha",
-                title="Measures under T_α (first hidden layer), relative to α = 1",
-                xlabel="α",
-                ylabel="measure(T_α θ) / measure(θ)",
-                logx=True,
-                logy=True,
-                series=figure_series,
-            )
-        ],
-        notes=(
-            "change_beyond_noise is the largest relative change over the α grid, for Monte Carlo measures less "
-            "stderr_multiple standard errors of the difference (exact measures: the relative change itself). "
-            "ASAM's reference scale |w| + η on weights and 1 on biases is not a diagonal rescaling of θ, so "
-            "it is not invariant under T_α when the rescaled layer has a bias; the row `asam_abs+eta_linf` "
-            "shows by how much. PAC-Bayes magnitude-aware flatness (variance σ²θ² + ε²) is invariant only "
-            "up to its ε term and is reported, not scored."
-        ),
+        tables=[_matrix_table(matrix)],
+        figures=[_t_alpha_figure(p.alphas, audit.t_alpha_ratios)],
+        notes=_AUDIT_NOTES,
     )
+
+
+def _predicted(audit) -> dict[bool, dict[str, dict[str, float]]]:
+    """Each audited (measure, symmetry) cell with a prediction, under the prediction (True: invariant)."""
+    predicted: dict[bool, dict[str, dict[str, float]]] = {True: {}, False: {}}
+    for symmetry, names in audit.audited.items():
+        for name in names:
+            expected = INVARIANCE[name][symmetry]
+            if expected is not None:
+                predicted[expected][f"{name} under {symmetry}"] = {
+                    "relative_change": audit.change[name][symmetry],
+                    "change_beyond_noise": audit.beyond_noise[name][symmetry],
+                }
+    return predicted
+
+
+def _matrix_table(matrix: dict[str, dict[str, float]]) -> dict:
+    def cell(name: str, symmetry: str) -> str:
+        if symmetry not in matrix.get(name, {}):
+            return "n/a"
+        mark = {True: "inv", False: "var", None: "—"}[INVARIANCE[name][symmetry]]
+        return f"{matrix[name][symmetry]:.1e} ({mark})"
+
+    return {
+        "name": ("max relative change of each measure over the α grid (inv/var: theory's prediction)"),
+        "headers": ["measure", *SYMMETRIES],
+        "rows": [[name, *(cell(name, s) for s in SYMMETRIES)] for name in (m.name for m in PANEL) if name in matrix],
+    }
+
+
+_T_ALPHA_SHOWN = (
+    "lambda_max", "trace", "eps_sharpness_1e-3", "adaptive_worst_linf", "fisher_rao", "relative_flatness_layer1"
+)  # fmt: skip
+
+
+def _t_alpha_figure(alphas, curves: dict[str, list[float]]) -> Figure:
+    grid = [*alphas, 1.0]  # α = 1 is the reference point, ratio 1
+    order = np.argsort(grid)
+    return Figure(
+        name="t-alpha",
+        title="Measures under T_α (first hidden layer), relative to α = 1",
+        xlabel="α",
+        ylabel="measure(T_α θ) / measure(θ)",
+        logx=True,
+        logy=True,
+        series=[
+            Series(label=name, x=[grid[i] for i in order], y=[abs([*vals, 1.0][i]) for i in order], style="markers")
+            for name, vals in curves.items()
+            if name in _T_ALPHA_SHOWN
+        ],
+    )
+
+
+_AUDIT_NOTES = (
+    "change_beyond_noise is the largest relative change over the α grid, for Monte Carlo measures less "
+    "stderr_multiple standard errors of the difference (exact measures: the relative change itself). "
+    "ASAM's reference scale |w| + η on weights and 1 on biases is not a diagonal rescaling of θ, so "
+    "it is not invariant under T_α when the rescaled layer has a bias; the row `asam_abs+eta_linf` "
+    "shows by how much. PAC-Bayes magnitude-aware flatness (variance σ²θ² + ε²) is invariant only "
+    "up to its ε term and is reported, not scored."
+)

@@ -119,44 +119,48 @@ def large_batch_sharper(p: LargeBatchParams, ctx: ClaimContext) -> Outcome:
             "test_error_gap_ci": list(gap_ci),
             "pairs": p.pairs,
         },
-        tables=[
-            {
-                "name": "each pair's solutions (small batch | large batch)",
-                "headers": ["pair", "batch", "epochs", "train loss", f"φ(ε={eps:g})", "λ1", "test error"],
-                "rows": [
-                    [
-                        i,
-                        batch,
-                        r.epochs,
-                        f"{r.train_loss:.4f}",
-                        f"{r.eps_sharpness[eps]:.4g}",
-                        f"{r.lambda_max:.4g}",
-                        f"{r.test_error:.4f}",
-                    ]
-                    for i, pair in enumerate(rows)
-                    for batch, r in zip((s.small_batch, s.large_batch), pair, strict=True)
-                ],
-            }
-        ],
-        figures=[
-            Figure(
-                name="line",
-                title="loss along (1 − t) θ_SB + t θ_LB (pair 0; cf. Keskar et al., Fig. 3)",
-                xlabel="t (0: small batch, 1: large batch)",
-                ylabel="MSE",
-                logy=True,
-                series=[
-                    Series(label="train", x=ts.tolist(), y=train_loss.tolist()),
-                    Series(label="test", x=ts.tolist(), y=test_loss.tolist()),
-                ],
-            )
-        ],
+        tables=[_pairs_table(s, rows, eps)],
+        figures=[_line_figure(ts, train_loss, test_loss)],
         notes=(
             f"{_SCALE} The verdict reads the direction at ε = {eps:g}; sharpness_ratio_geomean is the magnitude "
             "(Keskar et al.: 8–220×). λ1 of the large-batch (gradient descent) solution sits near 2/η, the edge of "
             "stability (two_over_lr). The test-error gap (large − small) is judged in "
             "keskar2017.large-batch-generalizes-worse."
         ),
+    )
+
+
+def _pairs_table(s, rows: list, eps: float) -> dict:
+    return {
+        "name": "each pair's solutions (small batch | large batch)",
+        "headers": ["pair", "batch", "epochs", "train loss", f"φ(ε={eps:g})", "λ1", "test error"],
+        "rows": [
+            [
+                i,
+                batch,
+                r.epochs,
+                f"{r.train_loss:.4f}",
+                f"{r.eps_sharpness[eps]:.4g}",
+                f"{r.lambda_max:.4g}",
+                f"{r.test_error:.4f}",
+            ]
+            for i, pair in enumerate(rows)
+            for batch, r in zip((s.small_batch, s.large_batch), pair, strict=True)
+        ],
+    }
+
+
+def _line_figure(ts: np.ndarray, train_loss, test_loss) -> Figure:
+    return Figure(
+        name="line",
+        title="loss along (1 − t) θ_SB + t θ_LB (pair 0; cf. Keskar et al., Fig. 3)",
+        xlabel="t (0: small batch, 1: large batch)",
+        ylabel="MSE",
+        logy=True,
+        series=[
+            Series(label="train", x=ts.tolist(), y=train_loss.tolist()),
+            Series(label="test", x=ts.tolist(), y=test_loss.tolist()),
+        ],
     )
 
 
@@ -302,19 +306,9 @@ def rescaling_reverses_sharpness(p: RescalingParams, ctx: ClaimContext) -> Outco
     before = {"small batch": phi(small.model), "large batch": phi(large.model)}
     flatter, sharper = sorted(before, key=before.get)
     net = {"small batch": small.model, "large batch": large.model}[flatter]
-    inputs = torch.cat([small.x, small.x_test])
-    with torch.no_grad():
-        reference = net(inputs)
-    tried, alpha, change = [], None, 0.0
-    for a in p.alphas:
-        scaled = layer_rescale(copy.deepcopy(net), 0, a)
-        value = phi(scaled)
-        tried.append([a, value])
-        with torch.no_grad():
-            change = max(change, float((scaled(inputs) - reference).abs().max() / reference.abs().max()))
-        if value > before[sharper]:
-            alpha = a
-            break
+    tried, alpha, change = _rescale_until_sharper(
+        net, phi, p.alphas, before[sharper], torch.cat([small.x, small.x_test])
+    )
     return Outcome(
         evidence={
             "ranking_reversed": alpha is not None,
@@ -337,3 +331,20 @@ def rescaling_reverses_sharpness(p: RescalingParams, ctx: ClaimContext) -> Outco
             "inputs together."
         ),
     )
+
+
+def _rescale_until_sharper(net, phi, alphas, target: float, inputs: torch.Tensor) -> tuple[list, float | None, float]:
+    """T_α of ``net`` for each α in turn until ``phi`` exceeds ``target``: the (α, φ) tried, the α that
+    did (None if none), and the largest relative output change on ``inputs``."""
+    with torch.no_grad():
+        reference = net(inputs)
+    tried, change = [], 0.0
+    for a in alphas:
+        scaled = layer_rescale(copy.deepcopy(net), 0, a)
+        value = phi(scaled)
+        tried.append([a, value])
+        with torch.no_grad():
+            change = max(change, float((scaled(inputs) - reference).abs().max() / reference.abs().max()))
+        if value > target:
+            return tried, a, change
+    return tried, None, change

@@ -192,43 +192,50 @@ def sgd_finds_min_trace(p: LabelNoiseParams, ctx: ClaimContext) -> Outcome:
             "gd_recovery_error": float(recovery["GD"].min()),
             "diverged_runs": int(gd.diverged.sum() + sgd.diverged.sum()),
         },
-        tables=[
-            {
-                "name": "the interpolators reached (trace relative to the weighted basis pursuit minimum)",
-                "headers": ["trainer", "runs", "Tr ∇²L / min", "‖w − w*‖ / ‖w*‖", "final train loss"],
-                "rows": [
-                    [
-                        name,
-                        len(r.final_loss),
-                        ", ".join(f"{v:.4g}" for v in ratio[name]),
-                        ", ".join(f"{v:.2e}" for v in recovery[name]),
-                        f"{r.final_loss.max():.1e}",
-                    ]
-                    for name, r in runs.items()
-                ],
-            }
-        ],
-        figures=[
-            Figure(
-                name="trace",
-                title=f"Tr ∇²L along training (n = {p.data.n}, d = {p.data.d}, k = {p.data.k})",
-                xlabel="step",
-                ylabel="Tr ∇²L / min over interpolators",
-                logx=True,
-                logy=True,
-                series=[
-                    *(Series.mean_band(name, r.steps, (r.trace / lp.trace).T) for name, r in runs.items()),
-                    Series(label="minimum over interpolators", y=[1.0], style="hline"),
-                ],
-            )
-        ],
-        notes=(
-            f"Sizes are {_SIZES}; σ = 2 (labels y ± 2), batch 1, η = 2e-3. Each run ends with Gauss–Newton "
-            "projection steps onto {Xw = y} from where it stopped, so it is measured at the interpolator nearest its "
-            "end point. The minimum over interpolators is the weighted basis pursuit LP (docs/derivations.md §8), "
-            "which also recovers w* here (lp_recovers_target). "
-            "Off interpolation the trace can fall below that minimum (the curve dips under 1 while SGD's iterate "
-            "fluctuates); the verdict reads only the end points. The sources' theorems were read at abstract level "
-            "(their theorem numbers for this model are not cited here)."
-        ),
+        tables=[_reached_table(runs, ratio, recovery)],
+        figures=[_trace_figure(p, runs, lp.trace)],
+        notes=_SGD_NOTES,
     )
+
+
+def _reached_table(runs: dict, ratio: dict, recovery: dict) -> dict:
+    return {
+        "name": "the interpolators reached (trace relative to the weighted basis pursuit minimum)",
+        "headers": ["trainer", "runs", "Tr ∇²L / min", "‖w − w*‖ / ‖w*‖", "final train loss"],
+        "rows": [
+            [
+                name,
+                len(r.final_loss),
+                ", ".join(f"{v:.4g}" for v in ratio[name]),
+                ", ".join(f"{v:.2e}" for v in recovery[name]),
+                f"{r.final_loss.max():.1e}",
+            ]
+            for name, r in runs.items()
+        ],
+    }
+
+
+def _trace_figure(p: LabelNoiseParams, runs: dict, min_trace: float) -> Figure:
+    return Figure(
+        name="trace",
+        title=f"Tr ∇²L along training (n = {p.data.n}, d = {p.data.d}, k = {p.data.k})",
+        xlabel="step",
+        ylabel="Tr ∇²L / min over interpolators",
+        logx=True,
+        logy=True,
+        series=[
+            *(Series.mean_band(name, r.steps, (r.trace / min_trace).T) for name, r in runs.items()),
+            Series(label="minimum over interpolators", y=[1.0], style="hline"),
+        ],
+    )
+
+
+_SGD_NOTES = (
+    f"Sizes are {_SIZES}; σ = 2 (labels y ± 2), batch 1, η = 2e-3. Each run ends with Gauss–Newton "
+    "projection steps onto {Xw = y} from where it stopped, so it is measured at the interpolator nearest its "
+    "end point. The minimum over interpolators is the weighted basis pursuit LP (docs/derivations.md §8), "
+    "which also recovers w* here (lp_recovers_target). "
+    "Off interpolation the trace can fall below that minimum (the curve dips under 1 while SGD's iterate "
+    "fluctuates); the verdict reads only the end points. The sources' theorems were read at abstract level "
+    "(their theorem numbers for this model are not cited here)."
+)

@@ -59,21 +59,7 @@ def _arms(p: LabelNoiseXorParams, user_seed: int) -> dict:
 
     data = build_xor(p.scenario, gen("xor"))
     test_x, test_y = data.sample(p.test_samples, gen("test"))
-    d, zeros = p.scenario.d, torch.zeros(p.starts, dtype=torch.float64)
-    if p.start == "memorizer":
-        net = bias_memorizer(data)
-        pad = p.width - p.scenario.n
-
-        def padded(t: torch.Tensor) -> torch.Tensor:
-            shape = (p.starts, pad, *t.shape[1:])
-            return torch.cat([t.detach().expand(p.starts, *t.shape), torch.zeros(shape, dtype=t.dtype)], 1)
-
-        nets = XorNets("bias", padded(net.w1), padded(net.b1), padded(net.w2), None)
-    else:
-        nets = init_xor_nets("bias", p.starts, p.width, d, gen("init"))
-        nets, _ = train_label_noise(
-            nets, data.x, data.y, lr=p.lr, sigma=zeros, steps=p.fit_steps, generator=gen("fit"), log_points=2
-        )
+    nets, zeros = _starting_nets(p, data, gen), torch.zeros(p.starts, dtype=torch.float64)
     both = XorNets("bias", nets.w1.repeat(2, 1, 1), nets.b1.repeat(2, 1), nets.w2.repeat(2, 1), None)
     sigma = torch.cat([torch.full((p.starts,), p.sigma, dtype=torch.float64), zeros])
     end, log = train_label_noise(
@@ -100,6 +86,26 @@ def _arms(p: LabelNoiseXorParams, user_seed: int) -> dict:
         "gd_test_error": float(error[k:].mean()),
         "test_error_per_run": [round(v, 4) for v in error.tolist()],
     }
+
+
+def _starting_nets(p: LabelNoiseXorParams, data, gen) -> XorNets:
+    """``p.starts`` copies of the bias memorizer padded to ``p.width`` neurons, or nets that plain GD
+    (σ = 0) fitted from random initializations."""
+    if p.start == "memorizer":
+        net = bias_memorizer(data)
+        pad = p.width - p.scenario.n
+
+        def padded(t: torch.Tensor) -> torch.Tensor:
+            shape = (p.starts, pad, *t.shape[1:])
+            return torch.cat([t.detach().expand(p.starts, *t.shape), torch.zeros(shape, dtype=t.dtype)], 1)
+
+        return XorNets("bias", padded(net.w1), padded(net.b1), padded(net.w2), None)
+    nets = init_xor_nets("bias", p.starts, p.width, p.scenario.d, gen("init"))
+    zeros = torch.zeros(p.starts, dtype=torch.float64)
+    nets, _ = train_label_noise(
+        nets, data.x, data.y, lr=p.lr, sigma=zeros, steps=p.fit_steps, generator=gen("fit"), log_points=2
+    )
+    return nets
 
 
 def _outcome(p: LabelNoiseXorParams, ctx: ClaimContext) -> Outcome:

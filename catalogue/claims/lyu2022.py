@@ -300,16 +300,7 @@ def enters_edge_of_stability(p: EoSParams, ctx: ClaimContext) -> Outcome:
         starts += traj.eos[0].tolist()
         trailing += traj.eos[-tail:].mean(axis=0).tolist()
         if s == 0:
-            figures += [
-                _curve_figure(
-                    "eos-linear", "BN linear regression: η̃_t · λ1(∇²L(w̄_t))", "η̃ λ1", traj, traj.eos,
-                    reference=("2", 2.0), label="init",
-                ),
-                _curve_figure(
-                    "sharpness-linear", "BN linear regression: spherical sharpness", "λ1(∇²L(w̄))", traj,
-                    traj.sharpness, label="init",
-                ),
-            ]  # fmt: skip
+            figures += _linear_eos_figures(traj)
     run = bn_dynamics.bn_net_run(
         p.bn_net, ctx.generator("bn-net"), init_scale=p.bn_net_init_scale, lr=p.bn_net_lr,
         weight_decay=p.bn_net_weight_decay, steps=p.bn_net_steps, log_points=p.log_points,
@@ -336,6 +327,19 @@ def enters_edge_of_stability(p: EoSParams, ctx: ClaimContext) -> Outcome:
             "trained parameter is scale-invariant, as the theorem assumes."
         ),
     )
+
+
+def _linear_eos_figures(traj) -> list[Figure]:
+    return [
+        _curve_figure(
+            "eos-linear", "BN linear regression: η̃_t · λ1(∇²L(w̄_t))", "η̃ λ1", traj, traj.eos,
+            reference=("2", 2.0), label="init",
+        ),
+        _curve_figure(
+            "sharpness-linear", "BN linear regression: spherical sharpness", "λ1(∇²L(w̄))", traj,
+            traj.sharpness, label="init",
+        ),
+    ]  # fmt: skip
 
 
 class ReductionParams(DynamicsParams):

@@ -114,14 +114,17 @@ def tracks_sharpness_flow(p: FlowTrackingParams, ctx: ClaimContext) -> Outcome:
             ),
             _rate_figure(p.intrinsic_lrs, largest),
         ],
-        notes=(
-            "The flow is integrated by RK4 on Γ (step dtau, retracted onto the zero-loss directions each stage) "
-            "with λ1 and its gradient in closed form on Γ (constructions/sharpness_flow.py, checked against the "
-            "dense Hessian in the tests); GD+WD starts at the edge, η̃₀ = 2/λ1(ζ₀), from ζ₀ perturbed by "
-            "σ₀ = perturbation·η_in^{1/2}. The flow ends at the min-norm interpolant's direction (Thm 5.1): "
-            "cos_to_min_norm."
-        ),
+        notes=_FLOW_NOTES,
     )
+
+
+_FLOW_NOTES = (
+    "The flow is integrated by RK4 on Γ (step dtau, retracted onto the zero-loss directions each stage) "
+    "with λ1 and its gradient in closed form on Γ (constructions/sharpness_flow.py, checked against the "
+    "dense Hessian in the tests); GD+WD starts at the edge, η̃₀ = 2/λ1(ζ₀), from ζ₀ perturbed by "
+    "σ₀ = perturbation·η_in^{1/2}. The flow ends at the min-norm interpolant's direction (Thm 5.1): "
+    "cos_to_min_norm."
+)
 
 
 def _rate_figure(etas, largest: dict[str, float]) -> Figure:

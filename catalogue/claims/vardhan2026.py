@@ -191,38 +191,13 @@ _SPLIT_TEACHER = (
     ),
 )
 def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
-    rng = ctx.rng("bootstrap")
+    rng = ctx.rng("bootstrap")  # one stream through the powers, in order
     by_power, series, rows, all_gaps = {}, [], [], []
     for c in p.powers:
-        target = c / (c + 1)
-        ratios, single, gaps = _ratios(p, ctx, c, p.rho)
+        by_power[f"c{c}"], row, curves, gaps = _bad_ratio_slopes(p, ctx, c, rng)
+        rows.append(row)
+        series += curves
         all_gaps += gaps
-        slope, lo, hi = log_log_slope_bootstrap(p.sizes, ratios, rng, p.bootstrap)
-        local = np.diff(np.log(ratios).mean(axis=1)) / np.diff(np.log(p.sizes))
-        variant, _, _ = _ratios(p, ctx, c, p.rho_variant)
-        v_slope, v_lo, v_hi = log_log_slope_bootstrap(p.sizes, variant, rng, p.bootstrap)
-        s_slope, s_lo, s_hi = log_log_slope_bootstrap(p.sizes, single, rng, p.bootstrap)
-        by_power[f"c{c}"] = {
-            "slope": slope,
-            "slope_ci": [lo, hi],
-            "cut": target - p.slope_tolerance,
-            "target": target,
-            "local_slopes": local.tolist(),
-            f"rho{p.rho_variant:g}_slope_ci": [v_lo, v_hi],
-            "single_neuron_teacher_slope_ci": [s_lo, s_hi],
-            "single_neuron_heuristic_1_over_c_plus_1": 1 / (c + 1),
-        }
-        rows.append(
-            [c, f"{target:.3f}", f"{slope:.3f}", f"[{lo:.3f}, {hi:.3f}]", ", ".join(f"{v:.2f}" for v in local),
-             f"{v_slope:.3f} [{v_lo:.3f}, {v_hi:.3f}]", f"{s_slope:.3f} [{s_lo:.3f}, {s_hi:.3f}]"]
-        )  # fmt: skip
-        anchor = np.exp(np.log(ratios).mean(axis=1))[0]
-        series += [
-            Series.mean_band(f"c = {c} (ρ* = {p.rho:g})", p.sizes, ratios.T, log=True, style="markers"),
-            Series(
-                label=f"n^{target:.2f} reference", x=p.sizes, y=[anchor * (n / p.sizes[0]) ** target for n in p.sizes]
-            ),
-        ]
     headers = ["c", "c/(c+1)", "slope", "95% CI", "local slopes (n doubling)", f"slope with ρ* = {p.rho_variant:g}"]
     return Outcome(
         evidence={"by_power": by_power, "max_relative_duality_gap": worst(np.abs(all_gaps))},
@@ -246,6 +221,36 @@ def bad_not_flattest(p: BadParams, ctx: ClaimContext) -> Outcome:
         ],  # fmt: skip
         notes=_SPLIT_TEACHER,
     )
+
+
+def _bad_ratio_slopes(p: BadParams, ctx: ClaimContext, c: int, rng: np.random.Generator) -> tuple:
+    """For one power c: the slopes of log(Υ(bad)/Υ*) in log n (ρ*, the variant ρ*, the one-neuron
+    teacher) with bootstrap CIs, as (evidence, table row, figure series, duality gaps)."""
+    target = c / (c + 1)
+    ratios, single, gaps = _ratios(p, ctx, c, p.rho)
+    slope, lo, hi = log_log_slope_bootstrap(p.sizes, ratios, rng, p.bootstrap)
+    local = np.diff(np.log(ratios).mean(axis=1)) / np.diff(np.log(p.sizes))
+    variant, _, _ = _ratios(p, ctx, c, p.rho_variant)
+    v_slope, v_lo, v_hi = log_log_slope_bootstrap(p.sizes, variant, rng, p.bootstrap)
+    s_slope, s_lo, s_hi = log_log_slope_bootstrap(p.sizes, single, rng, p.bootstrap)
+    evidence = {
+        "slope": slope,
+        "slope_ci": [lo, hi],
+        "cut": target - p.slope_tolerance,
+        "target": target,
+        "local_slopes": local.tolist(),
+        f"rho{p.rho_variant:g}_slope_ci": [v_lo, v_hi],
+        "single_neuron_teacher_slope_ci": [s_lo, s_hi],
+        "single_neuron_heuristic_1_over_c_plus_1": 1 / (c + 1),
+    }
+    row = [c, f"{target:.3f}", f"{slope:.3f}", f"[{lo:.3f}, {hi:.3f}]", ", ".join(f"{v:.2f}" for v in local),
+           f"{v_slope:.3f} [{v_lo:.3f}, {v_hi:.3f}]", f"{s_slope:.3f} [{s_lo:.3f}, {s_hi:.3f}]"]  # fmt: skip
+    anchor = np.exp(np.log(ratios).mean(axis=1))[0]
+    series = [
+        Series.mean_band(f"c = {c} (ρ* = {p.rho:g})", p.sizes, ratios.T, log=True, style="markers"),
+        Series(label=f"n^{target:.2f} reference", x=p.sizes, y=[anchor * (n / p.sizes[0]) ** target for n in p.sizes]),
+    ]
+    return evidence, row, series, gaps
 
 
 @register(

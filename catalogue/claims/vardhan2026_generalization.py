@@ -78,20 +78,7 @@ class GeneralizeParams(_DictionaryParams):
 )
 def flattest_generalize(p: GeneralizeParams, ctx: ClaimContext) -> Outcome:
     kinds = flattest.DICTIONARY_KINDS
-    pops = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
-    upsilon = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
-    share, gaps = np.zeros((len(p.sizes), p.seeds)), []
-    for i, n in enumerate(p.sizes):
-        spec = MultiIndexSpec(
-            n=n, d=max(2, round(p.d_over_n * n)), c=1, link="sum_single_index", m_star=p.m_star, noise=p.noise
-        )
-        for s in range(p.seeds):
-            out, share[i, s] = flattest.dictionary_interpolators(
-                spec, ctx.generator(f"gen-n{n}", s), p.width_factor, p.pop_samples, ctx.int_seed(f"pop-n{n}", s)
-            )
-            for k in kinds:
-                upsilon[k][i, s], pops[k][i, s], gap = out[k]
-                gaps.append(abs(gap))
+    pops, upsilon, share, gaps = _interpolators_by_size(p, ctx)
     flat = pops[kinds[0]]
     slope, lo, hi = log_log_slope_bootstrap(p.sizes, flat, ctx.rng("bootstrap"), p.bootstrap)
     d_largest = max(2, round(p.d_over_n * p.sizes[-1]))
@@ -126,6 +113,27 @@ def flattest_generalize(p: GeneralizeParams, ctx: ClaimContext) -> Outcome:
         ],  # fmt: skip
         notes=_DICTIONARY_NOTE,
     )
+
+
+def _interpolators_by_size(p: GeneralizeParams, ctx: ClaimContext) -> tuple[dict, dict, np.ndarray, list]:
+    """Per (size, seed): each dictionary kind's excess population loss and Υ, Θ*'s share of |a|, and the
+    programs' duality gaps."""
+    kinds = flattest.DICTIONARY_KINDS
+    pops = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
+    upsilon = {k: np.zeros((len(p.sizes), p.seeds)) for k in kinds}
+    share, gaps = np.zeros((len(p.sizes), p.seeds)), []
+    for i, n in enumerate(p.sizes):
+        spec = MultiIndexSpec(
+            n=n, d=max(2, round(p.d_over_n * n)), c=1, link="sum_single_index", m_star=p.m_star, noise=p.noise
+        )
+        for s in range(p.seeds):
+            out, share[i, s] = flattest.dictionary_interpolators(
+                spec, ctx.generator(f"gen-n{n}", s), p.width_factor, p.pop_samples, ctx.int_seed(f"pop-n{n}", s)
+            )
+            for k in kinds:
+                upsilon[k][i, s], pops[k][i, s], gap = out[k]
+                gaps.append(abs(gap))
+    return pops, upsilon, share, gaps
 
 
 def _generalization_table(p: GeneralizeParams, pops: dict, upsilon: dict, share: np.ndarray) -> dict:
@@ -202,16 +210,7 @@ class NoiseParams(_DictionaryParams):
 )
 def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
     d = max(2, round(p.d_over_n * p.n))
-    ratio = np.zeros((len(p.noises), p.seeds))
-    pop_flat, pop_bad = np.zeros_like(ratio), np.zeros_like(ratio)
-    for i, zeta in enumerate(p.noises):
-        spec = MultiIndexSpec(n=p.n, d=d, c=1, link="sum_single_index", m_star=p.m_star, noise=zeta)
-        for s in range(p.seeds):  # the same generator per seed: same inputs, noise draw and directions at every ζ
-            out, _ = flattest.dictionary_interpolators(
-                spec, ctx.generator("draw", s), p.width_factor, p.pop_samples, ctx.int_seed("pop", s)
-            )
-            (u_flat, pop_flat[i, s], _), (u_bad, pop_bad[i, s], _) = (out[k] for k in flattest.DICTIONARY_KINDS[:2])
-            ratio[i, s] = u_bad / u_flat
+    ratio, pop_flat, pop_bad = _bad_over_flattest_by_noise(p, ctx, d)
     order = np.argsort(p.noises)
     diff = np.log(ratio[order[-1]]) - np.log(ratio[order[0]])  # paired by seed
     rng = ctx.rng("bootstrap")
@@ -236,18 +235,36 @@ def high_noise_limit(p: NoiseParams, ctx: ClaimContext) -> Outcome:
                 "rows": rows,
             }
         ],
-        figures=[
-            Figure(
-                name="ratio-vs-noise",
-                title=f"Υ(bad)/Υ(flattest) vs label noise (n = {p.n})",
-                xlabel="noise ζ",
-                ylabel="ratio",
-                logy=True,
-                series=[
-                    Series.mean_band("geometric mean over seeds", p.noises, ratio.T, log=True, style="markers"),
-                    Series(label="1", y=[1.0], style="hline"),
-                ],
-            )
-        ],
+        figures=[_ratio_figure(p, ratio)],
         notes="Flattest = over Θ* ∪ 2n random directions (see vardhan2026.flattest-generalize for what that bounds).",
+    )
+
+
+def _bad_over_flattest_by_noise(p: NoiseParams, ctx: ClaimContext, d: int) -> tuple[np.ndarray, ...]:
+    """Per (noise, seed): Υ(bad)/Υ(flattest) and both excess population losses. The same generator per
+    seed at every ζ: the same inputs, noise draw and directions, so the comparison over ζ is paired."""
+    ratio = np.zeros((len(p.noises), p.seeds))
+    pop_flat, pop_bad = np.zeros_like(ratio), np.zeros_like(ratio)
+    for i, zeta in enumerate(p.noises):
+        spec = MultiIndexSpec(n=p.n, d=d, c=1, link="sum_single_index", m_star=p.m_star, noise=zeta)
+        for s in range(p.seeds):
+            out, _ = flattest.dictionary_interpolators(
+                spec, ctx.generator("draw", s), p.width_factor, p.pop_samples, ctx.int_seed("pop", s)
+            )
+            (u_flat, pop_flat[i, s], _), (u_bad, pop_bad[i, s], _) = (out[k] for k in flattest.DICTIONARY_KINDS[:2])
+            ratio[i, s] = u_bad / u_flat
+    return ratio, pop_flat, pop_bad
+
+
+def _ratio_figure(p: NoiseParams, ratio: np.ndarray) -> Figure:
+    return Figure(
+        name="ratio-vs-noise",
+        title=f"Υ(bad)/Υ(flattest) vs label noise (n = {p.n})",
+        xlabel="noise ζ",
+        ylabel="ratio",
+        logy=True,
+        series=[
+            Series.mean_band("geometric mean over seeds", p.noises, ratio.T, log=True, style="markers"),
+            Series(label="1", y=[1.0], style="hline"),
+        ],
     )

@@ -130,29 +130,10 @@ def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
     summary = p.review.model_dump()
     rows, measured, memorizers = [], {}, {}
     for arch in ("nobias", "bias", "simbn", "simln"):
-        _, log, data = _run(getattr(p, arch), "sam", ctx)
-        final = _final(log)
-        sam_ok = {"holds": True, "refuted": False}.get(_generalization_verdict(final, p))
+        row, measured[arch], memorizer = _architecture_row(arch, p, ctx, summary)
+        rows.append(row)
         if arch in MEMORIZERS:
-            memorizers[arch], memorizes = _flattest_memorizer(arch, data, p, ctx.int_seed("memorizer", arch))
-            flattest_ok, flattest_cell = (False, "✗ (memorizer built)") if memorizes else (None, "? (memorizer failed)")
-        else:
-            flattest_ok, flattest_cell = None, f"✓ ({THEOREMS[arch]}, not measured)"
-        measured[arch] = _regime(flattest_ok, sam_ok)
-        table_flattest, paper_sam = TABLE_1[arch]
-        rows.append(
-            [
-                ARCH_NAMES[arch],
-                "✓" if table_flattest else "✗",
-                flattest_cell,
-                "✓" if paper_sam else "✗",
-                {True: "✓", False: "✗", None: "?"}[sam_ok],
-                f"{final['test_error']:.3f}",
-                summary.get(arch, 1 if arch == "nobias" else "—"),
-                _regime(table_flattest, paper_sam),
-                measured[arch] or ("—" if arch in THEOREMS else "?"),
-            ]
-        )
+            memorizers[arch] = memorizer
     return Outcome(
         evidence={
             "summary_regimes": summary,
@@ -164,17 +145,7 @@ def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
         tables=[
             {
                 "name": "Table 1 reproduced: the paper, the review and our measurements",
-                "headers": [
-                    "architecture",
-                    "all flattest generalize (paper)",
-                    "all flattest generalize (ours)",
-                    "1-SAM generalizes (paper)",
-                    "1-SAM generalizes (ours)",
-                    "1-SAM test error (ours)",
-                    "summary's regime",
-                    "Table 1's regime",
-                    "our regime",
-                ],
+                "headers": _HEADERS,
                 "rows": rows,
             }
         ],
@@ -184,3 +155,44 @@ def review_summary_discrepancy(p: ReviewParams, ctx: ClaimContext) -> Outcome:
         "nets is a theorem (Thms 3.1, 3.2) no finite run can show: marked, not measured, and outside the verdict "
         "(our regime '—'). Where a seed and the paper disagree, the paper is the authority.",
     )
+
+
+_HEADERS = [
+    "architecture",
+    "all flattest generalize (paper)",
+    "all flattest generalize (ours)",
+    "1-SAM generalizes (paper)",
+    "1-SAM generalizes (ours)",
+    "1-SAM test error (ours)",
+    "summary's regime",
+    "Table 1's regime",
+    "our regime",
+]
+
+
+def _architecture_row(arch: str, p: ReviewParams, ctx: ClaimContext, summary: dict) -> tuple[list, str | None, dict]:
+    """One architecture's row of Table 1 (the paper's, the review's and ours), our regime, and the
+    flattest memorizer's evidence (for the architectures whose memorizer the paper builds)."""
+    _, log, data = _run(getattr(p, arch), "sam", ctx)
+    final = _final(log)
+    sam_ok = {"holds": True, "refuted": False}.get(_generalization_verdict(final, p))
+    memorizer = None
+    if arch in MEMORIZERS:
+        memorizer, memorizes = _flattest_memorizer(arch, data, p, ctx.int_seed("memorizer", arch))
+        flattest_ok, flattest_cell = (False, "✗ (memorizer built)") if memorizes else (None, "? (memorizer failed)")
+    else:
+        flattest_ok, flattest_cell = None, f"✓ ({THEOREMS[arch]}, not measured)"
+    measured = _regime(flattest_ok, sam_ok)
+    table_flattest, paper_sam = TABLE_1[arch]
+    row = [
+        ARCH_NAMES[arch],
+        "✓" if table_flattest else "✗",
+        flattest_cell,
+        "✓" if paper_sam else "✗",
+        {True: "✓", False: "✗", None: "?"}[sam_ok],
+        f"{final['test_error']:.3f}",
+        summary.get(arch, 1 if arch == "nobias" else "—"),
+        _regime(table_flattest, paper_sam),
+        measured or ("—" if arch in THEOREMS else "?"),
+    ]
+    return row, measured, memorizer
