@@ -80,9 +80,9 @@ def _ascend(lam: np.ndarray, x: np.ndarray, theta: np.ndarray, steps: int) -> tu
         if not len(idx):
             break
         mask = torch.from_numpy((x @ theta[idx].T > 0).T.astype(float))  # (k, n)
-        # min-norm least squares by complete orthogonal factorization (gelsy): 3× faster than the SVD's
-        # gelsd at these sizes; the fit only proposes a step, accepted when the ratio rises
-        fit = torch.linalg.lstsq(mask[:, :, None] * x_t, (mask * lam_t)[:, :, None], driver="gelsy").solution
+        # gelsd (SVD), not the 3× faster gelsy: MKL's gelsy gave different solutions for the same inputs in
+        # different processes (measured), and the search's path depends on every bit
+        fit = torch.linalg.lstsq(mask[:, :, None] * x_t, (mask * lam_t)[:, :, None], driver="gelsd").solution
         fit = fit[:, :, 0].numpy()
         # the fit has λ_Sᵀ X_S θ ≥ 0; a start on the negative side ascends towards −fit
         side = np.sign(lam @ np.maximum(x @ theta[idx].T, 0.0))

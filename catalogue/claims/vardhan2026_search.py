@@ -110,11 +110,9 @@ def _draw(p: SmallNParams, ctx: ClaimContext, k: int) -> dict:
     ),
     expected_failure={
         "full": "inconclusive, seed-dependent: the search beats the teacher at every draw (each seed's worst "
-        "draw at 0.87–0.93 of the teacher's Υ), but whether that flatter interpolator is bad depends on the draw, "
-        "and even on the search's round-off: seed 0's three draws sit at 0.51, 0.40 and 346 × Var σ* (with the "
-        "pricing's least squares by SVD instead, 0.94, 0.38 and 1.79 × Var σ*, the third at nearly the same Υ, 7.39 "
-        "against 7.41); seed 1's three are all below Var σ* (t-interval [0.18, 0.66]: refuted); the other seeds' "
-        "intervals straddle 1",
+        "draw at 0.89–0.93 of the teacher's Υ), but whether that flatter interpolator is bad depends on the draw. "
+        "Seed 0's three draws sit at 0.94, 0.38 and 1.79 × Var σ*; seed 1's three are all below Var σ* (t-interval "
+        "[0.13, 0.44]: refuted); the other seeds' intervals straddle 1",
         "quick": "n = 12, d = 6, 2 draws: the t-interval of two draws ([−63, 75]) decides nothing",
     },
     quick={"n": 12, "d": 6, "draws": 2, "pop_samples": 4000, "starts": 128, "verify_starts": 512},
