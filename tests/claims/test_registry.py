@@ -33,11 +33,6 @@ CONTROL_SURPRISES = {
         "(3.46 → 1.87, slope CI [−0.39, −0.04]) while staying ten times above the constant predictor's 0.18; "
         "'decreasing' alone cannot tell a regime where the flattest interpolator does not generalize (#17)"
     ),
-    "vardhan2026.flatness-is-weighted-lp": (
-        "off the interpolator the c = 2 trace is unbounded below along the rescaling orbit (L-BFGS-B runs to NaN), "
-        "so the check says inconclusive, not refuted; the verdict still turns (c = 1 holds there: Tr ∇²f = 0 for "
-        "ReLU, the residual term vanishes)"
-    ),
 }
 
 
