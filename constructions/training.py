@@ -20,6 +20,8 @@ __all__ = [
     "gd_weight_decay_scale_invariant",
     "SGDRun",
     "train_sgd",
+    "relu_mlp_layers",
+    "relu_mlp_mse_gradient",
 ]
 
 
@@ -131,6 +133,79 @@ class SGDRun:
     last_finite_loss: float = float("nan")  # the last epoch's finite training loss before a divergence
 
 
+def relu_mlp_layers(model: nn.Module) -> list[nn.Linear] | None:
+    """The Linear layers of a ``Linear → ReLU → … → Linear`` Sequential, or None for any other model."""
+    if not isinstance(model, nn.Sequential):
+        return None
+    modules = list(model)
+    layers, activations = modules[0::2], modules[1::2]
+    if len(layers) != len(activations) + 1:
+        return None
+    if not all(type(m) is nn.Linear for m in layers) or not all(type(m) is nn.ReLU for m in activations):
+        return None
+    return layers
+
+
+def relu_mlp_mse_gradient(layers: list[nn.Linear], x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """∇_θ of ``mse(f(x), y)`` for the ReLU MLP ``f`` of ``layers``, in ``model.parameters()`` order.
+
+    Backpropagation written out, without the autograd engine: z_l = h_{l−1} W_lᵀ + b_l,
+    h_l = relu(z_l); δ_L = (2/n)(f − y); ∇W_l = δ_lᵀ h_{l−1}, ∇b_l = Σ_i δ_l,i,
+    δ_{l−1} = (δ_l W_l) ⊙ 1[h_{l−1} > 0]. The operations are autograd's own (``addmm``, ``mm`` on
+    the same operands and transposes, ``2·diff`` times the mean's 1/n), so the result equals
+    ``torch.autograd.grad`` bit for bit (tested).
+    """
+    with torch.no_grad():
+        return _mlp_gradient(_mlp_weights(layers), x, y)
+
+
+def _mlp_weights(layers: list[nn.Linear]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+    """``[(W, Wᵀ, b or None), …]``: views taken once per run, which in-place updates keep current."""
+    return [(layer.weight, layer.weight.t(), layer.bias) for layer in layers]
+
+
+def _mlp_activations(weights, x: torch.Tensor) -> list[torch.Tensor]:
+    """``[x, h_1, …, h_{L−1}, f(x)]`` by ``nn.Linear``'s own ``addmm`` (same bits as ``model(x)``)."""
+    activations = [x]
+    for i, (_, weight_t, bias) in enumerate(weights):
+        h = activations[-1]
+        z = torch.addmm(bias, h, weight_t) if bias is not None else h.mm(weight_t)
+        activations.append(torch.relu(z) if i < len(weights) - 1 else z)
+    return activations
+
+
+def _mlp_gradient(weights, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """:func:`relu_mlp_mse_gradient` on :func:`_mlp_weights`: at the catalogue's sizes a step is a
+    few µs of arithmetic and tens of µs of per-call overhead, so every call saved counts."""
+    activations = _mlp_activations(weights, x)
+    out = activations[-1]
+    delta = (2 * (out - y.reshape(out.shape))).mul_(1.0 / out.shape[0])  # the mean's backward, then the square's
+    grads: list[torch.Tensor] = []
+    for i in range(len(weights) - 1, -1, -1):
+        weight, _, bias = weights[i]
+        grads[:0] = [delta.t().mm(activations[i])] + ([delta.sum(0)] if bias is not None else [])
+        if i > 0:
+            delta = delta.mm(weight).masked_fill_(activations[i] <= 0, 0.0)
+    return grads
+
+
+def _forward_and_gradient(model: nn.Module, params: list[torch.Tensor]):
+    """``(x ↦ model(x), (xb, yb) ↦ ∇ mse(model(xb), yb))``: written out for a ReLU MLP that trains
+    all its parameters (2–3× faster per SGD step at the catalogue's sizes), by the module and
+    autograd otherwise."""
+    layers = relu_mlp_layers(model)
+    if layers is None or len(params) != sum(1 + (layer.bias is not None) for layer in layers):
+
+        def by_autograd(xb, yb):
+            with torch.enable_grad():
+                return torch.autograd.grad(mse(model(xb), yb), params)
+
+        return model, by_autograd
+    weights = _mlp_weights(layers)
+    return (lambda x: _mlp_activations(weights, x)[-1]), (lambda xb, yb: _mlp_gradient(weights, xb, yb))
+
+
+@torch.no_grad()
 def train_sgd(
     model: nn.Module,
     x: torch.Tensor,
@@ -160,34 +235,31 @@ def train_sgd(
     if y.dim() != 2:
         raise ValueError(f"targets must be (n, outputs), got shape {tuple(y.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
+    forward, gradient = _forward_and_gradient(model, params)
     n = x.shape[0]
     loss, error, last_finite = float("nan"), float("nan"), float("nan")
     for epoch in range(1, max_epochs + 1):
         for idx in torch.randperm(n, generator=generator).split(batch_size):
             xb, yb = x[idx], y[idx]
-            grads = torch.autograd.grad(mse(model(xb), yb), params)
+            grads = gradient(xb, yb)
             if sam_rho > 0:
                 norm = torch.sqrt(sum((g**2).sum() for g in grads))
-                ascent = [sam_rho * g / norm.clamp_min(1e-300) for g in grads]
-                with torch.no_grad():
-                    for p, e in zip(params, ascent, strict=True):
-                        p.add_(e)
-                grads = torch.autograd.grad(mse(model(xb), yb), params)
-                with torch.no_grad():
-                    for p, e in zip(params, ascent, strict=True):
-                        p.sub_(e)
-            with torch.no_grad():
-                for p, g in zip(params, grads, strict=True):
-                    p.mul_(1 - lr * weight_decay).sub_(lr * g)
-        with torch.no_grad():
-            out = model(x)
-            loss = float(mse(out, y))
-            error = float(error_fn(out, y)) if error_fn is not None else 0.0
-        if not (np.isfinite(loss) and all(bool(torch.isfinite(p).all()) for p in params)):
+                ascent = torch._foreach_div(torch._foreach_mul(grads, sam_rho), norm.clamp_min(1e-300))
+                torch._foreach_add_(params, ascent)
+                grads = gradient(xb, yb)
+                torch._foreach_sub_(params, ascent)
+            if weight_decay:
+                torch._foreach_mul_(params, 1 - lr * weight_decay)
+            torch._foreach_sub_(params, torch._foreach_mul(grads, lr))
+        out = forward(x)
+        loss = float(mse(out, y))
+        if not (np.isfinite(loss) and bool(torch.cat([p.reshape(-1) for p in params]).isfinite().all())):
             return SGDRun(
                 epoch, float("nan"), float("nan"), converged=False, diverged=True, last_finite_loss=last_finite
             )
         last_finite = loss
-        if loss <= target_loss and error == 0.0:
-            return SGDRun(epoch, loss, error, converged=True, diverged=False, last_finite_loss=loss)
+        if loss <= target_loss or epoch == max_epochs:  # the error is needed only to stop or to report
+            error = float(error_fn(out, y)) if error_fn is not None else 0.0
+            if loss <= target_loss and error == 0.0:
+                return SGDRun(epoch, loss, error, converged=True, diverged=False, last_finite_loss=loss)
     return SGDRun(max_epochs, loss, error, converged=False, diverged=False, last_finite_loss=last_finite)

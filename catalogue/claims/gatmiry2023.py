@@ -295,24 +295,22 @@ def flattest_is_min_nuclear(p: NuclearParams, ctx: ClaimContext) -> Outcome:
             "worst_excess_share": max(shares),
             "excess_shares": shares,
         },
-        tables=[
-            {
-                "name": "the flattest interpolator found against the minimum nuclear norm",
-                "headers": [
-                    "draw",
-                    "depth",
-                    "‖M‖_* / min ‖M‖_*",
-                    "κ (depth-2 bound)",
-                    "excess share",
-                    "‖M − M_nuc‖_F / ‖M_nuc‖_F",
-                    "nuclear solve's gap",
-                ],
-                "rows": rows,
-            }
-        ],  # fmt: skip
+        tables=[{"name": _NUCLEAR_TABLE, "headers": _NUCLEAR_HEADERS, "rows": rows}],
         figures=[_recovery_figure(p, _recovery_sweep(p, ctx))],
         notes=_NUCLEAR_NOTES,
     )
+
+
+_NUCLEAR_TABLE = "the flattest interpolator found against the minimum nuclear norm"
+_NUCLEAR_HEADERS = [
+    "draw",
+    "depth",
+    "‖M‖_* / min ‖M‖_*",
+    "κ (depth-2 bound)",
+    "excess share",
+    "‖M − M_nuc‖_F / ‖M_nuc‖_F",
+    "nuclear solve's gap",
+]
 
 
 _NUCLEAR_NOTES = (

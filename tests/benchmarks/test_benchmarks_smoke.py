@@ -35,3 +35,11 @@ def test_trace_search_benchmark_quick(capsys):
     trace_search.main(["--quick"])
     out = capsys.readouterr().out
     assert "closed form" in out and "Sim-LN" in out and "trace rel. diff" in out
+
+
+def test_sgd_benchmark_quick(capsys):
+    from benchmarks import sgd
+
+    sgd.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "written out µs/step" in out and "same bits" in out and "False" not in out
