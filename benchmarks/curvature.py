@@ -74,7 +74,7 @@ def build(case: Case, n: int, seed: int = 0) -> Objective:
         y = torch.randn(n, case.outputs, dtype=torch.float64)
     if case.train_iters:
         train_lbfgs(model, mse, x, y, max_iter=case.train_iters)
-    return Objective(model, x, y)
+    return Objective(model, (x, y))
 
 
 # --------------------------------------------------------------------------- PyHessian baseline

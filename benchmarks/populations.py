@@ -33,7 +33,7 @@ def time_member(spec, seed: int) -> tuple[float, int, bool, dict[str, float]]:
     start = time.perf_counter()
     trained = train_model(spec, torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1))
     train_s = time.perf_counter() - start
-    obj = Objective(trained.model, trained.x, trained.y)
+    obj = Objective(trained.model, (trained.x, trained.y))
     costs = {}
     for measure in panel_for(obj):
         start = time.perf_counter()

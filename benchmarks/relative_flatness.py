@@ -5,7 +5,7 @@ quadratic forms, on the measure benchmark's digits MLPs.
 
 For a bias-free-of-BatchNorm net the first layer's Hessian is ``Σ_i c_i (φ_i φ_iᵀ) ⊗ ∂²ℓ_i/∂z²``,
 so ``κ_Tr = Tr(A W Wᵀ)`` needs the rows×rows Hessian A of L in a per-sample shift of the layer's
-pre-activations (``evaluators.invariant``); the general path takes (in_features)² Hessian-vector
+pre-activations (``evaluators.relative_flatness``); the general path takes (in_features)² Hessian-vector
 products. One thread, as the benchmark measures.
 """
 
@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from constructions.populations import DigitsModel, train_model
 from evaluators import Objective, relative_flatness
-from evaluators.invariant import _relative_flatness_by_columns
+from evaluators.relative_flatness import _relative_flatness_by_columns
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
         for width, depth in ((32, 1), (64, 1), (64, 2)):
             spec = DigitsModel(width=width, depth=depth, n_train=300, max_epochs=2000, target_loss=0.1)
             trained = train_model(spec, torch.Generator().manual_seed(0), torch.Generator().manual_seed(1))
-            obj = Objective(trained.model, trained.x, trained.y)
+            obj = Objective(trained.model, (trained.x, trained.y))
             start = time.perf_counter()
             fast = relative_flatness(obj, "0.weight")
             fast_s = time.perf_counter() - start

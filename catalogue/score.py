@@ -202,7 +202,7 @@ def _user_value(task, measure_spec: str, seed: int, weights: dict | None) -> dic
             trained = trained_member(task)
             model, x, y = trained.model, trained.x, trained.y
             trained_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        obj = Objective(model, x, y)
+        obj = Objective(model, (x, y))
         try:
             if measure.applies(obj):
                 est = measure.compute(obj, seed)

@@ -75,7 +75,7 @@ def train_pair(spec: BatchPairSpec, data_seed: int, init_seed: int) -> tuple[Tra
 
 def measure_solution(trained: TrainedModel, eps: tuple[float, ...]) -> PairRow:
     """ε-sharpness (each radius), λ1 and the test error of one trained net, in float64."""
-    obj = Objective(trained.model, trained.x, trained.y)
+    obj = Objective(trained.model, (trained.x, trained.y))
     with torch.no_grad():
         test_error = zero_one_error(trained.model(trained.x_test), trained.y_test)
     return PairRow(

@@ -128,7 +128,7 @@ def bn_net_run(
     with those weights ×``init_scale`` (same function, η̃ smaller by its square)."""
     problem = build_mlp_regression(spec, generator)
     net = symmetries.scale_before_normalization(problem.model, 0, init_scale)
-    obj = Objective(net, problem.data.x, problem.data.y)
+    obj = Objective(net, (problem.data.x, problem.data.y))
     return gd_weight_decay_scale_invariant(
         obj,
         ["0.weight", "0.bias"],

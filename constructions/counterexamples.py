@@ -81,8 +81,8 @@ def _dinh_pair(generator: torch.Generator) -> Pair:
         "Dinh et al. 2017, Thm 4: T_α (α = 100) leaves the function unchanged",
         "trained net",
         "its T_α image",
-        Objective(problem.model, problem.data.x, problem.data.y),
-        Objective(rescaled, problem.data.x, problem.data.y),
+        Objective(problem.model, (problem.data.x, problem.data.y)),
+        Objective(rescaled, (problem.data.x, problem.data.y)),
         *losses,
         same_function=True,
     )
@@ -95,7 +95,7 @@ def _digits_pair(generator: torch.Generator) -> Pair:
         train_lbfgs(problem.model, mse, problem.data.x, problem.data.y, max_iter=1500)
         with torch.no_grad():
             test = float(mse(problem.model(problem.data.x_test), problem.data.y_test))
-        fitted[noise] = (Objective(problem.model, problem.data.x, problem.data.y), test)
+        fitted[noise] = (Objective(problem.model, (problem.data.x, problem.data.y)), test)
     return Pair(
         "dinh-digits",
         "Dinh et al. 2017, §5: a net fitted to clean labels vs one fitted to 50% random labels, equal train loss",
@@ -137,8 +137,8 @@ def _wen_pairs(generator: torch.Generator, d: int = 10, n: int = 40) -> list[Pai
                 source,
                 "generalizer",
                 "memorizer",
-                Objective(good, data.x, data.y),
-                Objective(bad, data.x, data.y),
+                Objective(good, (data.x, data.y)),
+                Objective(bad, (data.x, data.y)),
                 _cube_loss(good, data),
                 _cube_loss(bad, data),
             )
@@ -169,8 +169,8 @@ def _vardhan_pair(generator: torch.Generator, d: int = 16, n: int = 32, width: i
         "Vardhan, Taheri, Mazumdar 2026, Thm 1: interpolators on misaligned directions are not flattest",
         "teacher",
         "flattest on misaligned directions (ρ = 0.5)",
-        Objective(nets[0], x, y),
-        Objective(nets[1], x, y),
+        Objective(nets[0], (x, y)),
+        Objective(nets[1], (x, y)),
         *losses,
     )
 
@@ -197,8 +197,8 @@ def _lyu_pair(generator: torch.Generator, lr: float = 0.1, weight_decay: float =
         "Lyu, Li, Arora 2022, §5: GD+WD drifts to flatter (spherical sharpness) and, here, better solutions",
         better,
         worse,
-        Objective(problem.model(limits[better][0]), x, y),
-        Objective(problem.model(limits[worse][0]), x, y),
+        Objective(problem.model(limits[better][0]), (x, y)),
+        Objective(problem.model(limits[worse][0]), (x, y)),
         losses[better],
         losses[worse],
     )

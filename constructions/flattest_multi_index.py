@@ -77,7 +77,7 @@ def orbit_minimum(rng: np.random.Generator, n: int, d: int, m: int, c: int, resi
 
     def trace_at(log_t: np.ndarray) -> float:
         t = np.exp(log_t)
-        obj = Objective(HomogeneousNet(a * t ** (-c), theta * t[:, None], c), x_t, y_t)
+        obj = Objective(HomogeneousNet(a * t ** (-c), theta * t[:, None], c), (x_t, y_t))
         return ev.hessian_trace(obj, method="exact").value
 
     search = torch.func.grad_and_value(_dense_trace_on_orbit(torch.tensor(a), torch.tensor(theta), x_t, y_t, c))
@@ -92,7 +92,7 @@ def orbit_minimum(rng: np.random.Generator, n: int, d: int, m: int, c: int, resi
     return {
         "start": trace_at(np.zeros(m)),
         "found": trace_at(res.x),
-        "closed": ev.symmetry_minimized_trace(a, theta, x, c),
+        "closed": ev.min_trace_over_rescalings(a, theta, x, c),
     }
 
 

@@ -84,7 +84,7 @@ def train_and_measure(
     )
     members = []
     for name, run in trained.items():
-        obj = Objective(run.model, run.x, run.y)
+        obj = Objective(run.model, (run.x, run.y))
         sharpness = adaptive_sharpness(
             obj, settings.rho, norm="linf", kind="worst", scale="abs", batch_size=settings.batch, steps=settings.steps
         )

@@ -104,7 +104,7 @@ def audit_measures(
             if tag not in nets:
                 continue
             base_net = nets[tag]
-            base_obj = Objective(base_net.net, base_net.x, base_net.y)
+            base_obj = Objective(base_net.net, (base_net.x, base_net.y))
             todo = [m for m in measures if m.applies(base_obj) and audits(m, symmetry) and m.name not in changes]
             base = {m.name: m.compute(base_obj, seed) for m in todo}
             gen = draws(symmetry, tag)
@@ -112,7 +112,7 @@ def audit_measures(
             beyond.update({m.name: 0.0 for m in todo})
             for alpha in alphas:
                 module, x = transform(base_net.net, base_net.x, symmetry, alpha, gen)
-                obj = Objective(module, x, base_net.y)
+                obj = Objective(module, (x, base_net.y))
                 with torch.no_grad():
                     scale = float(base_obj.forward().abs().max())
                     change = float((obj.forward() - base_obj.forward()).abs().max()) / scale

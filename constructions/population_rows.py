@@ -153,7 +153,7 @@ def _measure(task: MemberTask) -> tuple[dict[str, Any], dict[str, torch.Tensor]]
         )
     for prefix, model in models.items():
         if run.converged:  # excluded models are recorded, not measured
-            values, errs = _panel(Objective(model, trained.x, trained.y), seeds, prefix)
+            values, errs = _panel(Objective(model, (trained.x, trained.y)), seeds, prefix)
         else:
             values, errs = _panel_nan(prefix), []
         row.update(values)

@@ -116,13 +116,13 @@ def function_changes(net, data, alphas: Sequence[float], generator: torch.Genera
 
 def block_law_errors(net, data, alphas: Sequence[float]) -> list[dict]:
     """At each α: the dense Hessian of T_α θ against D⁻¹HD⁻¹ and its exact trace against the block law."""
-    obj = Objective(net, data.x, data.y)
+    obj = Objective(net, (data.x, data.y))
     h = obj.hessian()
     t11, t22, rest = block_traces(h, scaling_vector(obj, 0, 2.0))
     rows = []
     for alpha in alphas:
         d = scaling_vector(obj, 0, alpha)
-        moved = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+        moved = Objective(symmetries.layer_rescale(net, 0, alpha), (data.x, data.y))
         err_h = relative_error(moved.hessian(), h / d[:, None] / d[None, :])
         tr_pred = t11 / alpha**2 + alpha**2 * t22 + rest
         tr_true = ev.hessian_trace(moved, method="exact").value
@@ -140,13 +140,13 @@ def block_law_errors(net, data, alphas: Sequence[float]) -> list[dict]:
 def alpha_sweep(net, data, alphas: Sequence[float], seed: int, *, with_sharpness: bool) -> dict[str, np.ndarray]:
     """λ1 (Lanczos to rtol 1e-12, with its residual), the exact trace, the output change and, with
     ``with_sharpness``, ε- and adaptive sharpness at ε = 1e-3 along T_α, α = 1 always included."""
-    base = Objective(net, data.x, data.y)
+    base = Objective(net, (data.x, data.y))
     with torch.no_grad():
         ref = base.forward()
     out = {k: [] for k in ("alpha", "lambda_max", "lambda_resid", "lanczos_converged", "trace")}
     out |= {k: [] for k in ("eps_sharpness", "adaptive", "function_change")}
     for alpha in sorted({*alphas, 1.0}):
-        obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+        obj = Objective(symmetries.layer_rescale(net, 0, alpha), (data.x, data.y))
         lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12, seed=seed)
         out["alpha"].append(alpha)
         out["lambda_max"].append(lam.value)
@@ -164,7 +164,7 @@ def alpha_sweep(net, data, alphas: Sequence[float], seed: int, *, with_sharpness
 def eigenvalue_counts(net, data, alphas: Sequence[float], threshold_multiple: float) -> dict:
     """How many eigenvalues of the rescaled net's own Hessian exceed M = ``threshold_multiple`` · λ1(α = 1)
     at each α, and Thm 5's bound: the rank of the θ2 block (eigenvalues > 1e-10 × its largest)."""
-    obj = Objective(net, data.x, data.y)
+    obj = Objective(net, (data.x, data.y))
     h = obj.hessian()
     m_level = threshold_multiple * float(torch.linalg.eigvalsh(h)[-1])
     d1 = scaling_vector(obj, 0, 2.0)
@@ -172,7 +172,7 @@ def eigenvalue_counts(net, data, alphas: Sequence[float], threshold_multiple: fl
     rank_bound = int((ev22 > 1e-10 * ev22.max()).sum())
     counts = []
     for alpha in alphas:  # the rescaled net's own Hessian, not the block law applied to h
-        h_alpha = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y).hessian()
+        h_alpha = Objective(symmetries.layer_rescale(net, 0, alpha), (data.x, data.y)).hessian()
         counts.append(int((torch.linalg.eigvalsh(h_alpha) > m_level).sum()))
     return {"M": m_level, "rank_bound": rank_bound, "counts": counts}
 
@@ -180,11 +180,11 @@ def eigenvalue_counts(net, data, alphas: Sequence[float], threshold_multiple: fl
 def trace_along_orbit(net, data, alphas: Sequence[float]) -> dict:
     """The block law's infimum of the trace over T_α and where it is, against a bounded scalar search
     (xatol 1e-10 in log α over [10⁻³, 10³]) on the exact trace; the exact trace on the sorted grid."""
-    obj = Objective(net, data.x, data.y)
+    obj = Objective(net, (data.x, data.y))
     t11, t22, rest = block_traces(obj.hessian(), scaling_vector(obj, 0, 2.0))
 
     def trace_at(log_alpha: float) -> float:
-        moved = Objective(symmetries.layer_rescale(net, 0, float(np.exp(log_alpha))), data.x, data.y)
+        moved = Objective(symmetries.layer_rescale(net, 0, float(np.exp(log_alpha))), (data.x, data.y))
         return ev.hessian_trace(moved, method="exact").value
 
     res = minimize_scalar(trace_at, bounds=(np.log(1e-3), np.log(1e3)), method="bounded", options={"xatol": 1e-10})
@@ -205,14 +205,14 @@ def sharpness_along_orbit(net, data, alphas: Sequence[float], epsilons: Sequence
     grid = sorted({*alphas, 1.0})
     values = {eps: [] for eps in epsilons}
     for alpha in grid:
-        obj = Objective(symmetries.layer_rescale(net, 0, alpha), data.x, data.y)
+        obj = Objective(symmetries.layer_rescale(net, 0, alpha), (data.x, data.y))
         for eps in epsilons:
             values[eps].append(sharpness(obj, eps).value)
     return {"alphas": grid, "values": values}
 
 
 def _solution_measures(net, problem, seed: int) -> dict[str, float]:
-    obj = Objective(net, problem.data.x, problem.data.y)
+    obj = Objective(net, (problem.data.x, problem.data.y))
     with torch.no_grad():
         test_err = ev.zero_one_error(net(problem.data.x_test), problem.test_labels)  # NaN if it diverged
         train_err = ev.zero_one_error(net(problem.data.x), problem.labels)
@@ -255,14 +255,14 @@ def input_scaling_changes(net, data, digits, scales: Sequence[float], seed: int,
 
     with torch.no_grad():
         base_err = test_error(digits.model, digits.data.x_test)
-    obj = Objective(net, data.x, data.y)
+    obj = Objective(net, (data.x, data.y))
     w1 = obj.param_slice("0.weight")
     h11 = obj.hessian()[w1, w1]
     lam = ev.hessian_top_eigenvalue(obj, rtol=1e-12, seed=seed).value
     rows = []
     for c in scales:
         moved, x_c = _scale_inputs(net, data.x, c, compensate)
-        obj_c = Objective(moved, x_c, data.y)
+        obj_c = Objective(moved, (x_c, data.y))
         err = relative_error(obj_c.hessian()[w1, w1], c**2 * h11)
         lam_c = ev.hessian_top_eigenvalue(obj_c, rtol=1e-12, seed=seed).value
         d_moved, dx = _scale_inputs(digits.model, digits.data.x_test, c, compensate)

@@ -180,18 +180,20 @@ def _mlp_gradient(weights, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tenso
     activations = _mlp_activations(weights, x)
     out = activations[-1]
     delta = (2 * (out - y.reshape(out.shape))).mul_(1.0 / out.shape[0])  # the mean's backward, then the square's
-    grads: list[torch.Tensor] = []
+    backwards: list[torch.Tensor] = []  # from the last layer down; reversed into parameter order
     for i in range(len(weights) - 1, -1, -1):
         weight, _, bias = weights[i]
-        grads[:0] = [delta.t().mm(activations[i])] + ([delta.sum(0)] if bias is not None else [])
+        if bias is not None:
+            backwards.append(delta.sum(0))
+        backwards.append(delta.t().mm(activations[i]))
         if i > 0:
             delta = delta.mm(weight).masked_fill_(activations[i] <= 0, 0.0)
-    return grads
+    return backwards[::-1]
 
 
 def _forward_and_gradient(model: nn.Module, params: list[torch.Tensor]):
     """``(x ↦ model(x), (xb, yb) ↦ ∇ mse(model(xb), yb))``: written out for a ReLU MLP that trains
-    all its parameters (2–3× faster per SGD step at the catalogue's sizes), by the module and
+    all its parameters (1.6–2.6× faster per SGD step at the catalogue's sizes, benchmarks/sgd.py), by the module and
     autograd otherwise."""
     layers = relu_mlp_layers(model)
     if layers is None or len(params) != sum(1 + (layer.bias is not None) for layer in layers):

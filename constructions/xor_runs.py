@@ -29,7 +29,7 @@ from constructions.xor_training import (
     neuron_alignment,
     train_xor,
 )
-from evaluators import symmetry_minimized_trace
+from evaluators import min_trace_over_rescalings
 
 __all__ = [
     "ADDED_FIELDS",
@@ -263,6 +263,6 @@ def flatness_over_minimum(nets: XorNets, data: XorData) -> list[float]:
     x = data.x.numpy()
     floor = memorizer_bound(x, data.y.numpy())
     return [
-        round(symmetry_minimized_trace(nets.w2[r].numpy(), nets.w1[r].numpy(), x, 1) / floor, 4)
+        round(min_trace_over_rescalings(nets.w2[r].numpy(), nets.w1[r].numpy(), x, 1) / floor, 4)
         for r in range(nets.runs)
     ]

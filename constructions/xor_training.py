@@ -443,7 +443,7 @@ def _log(rows, nets, x, y, test_x, test_y, finite, last_finite, hessian_samples,
     first = nets.w1.pow(2).sum((1, 2)) + (0 if nets.b1 is None else nets.b1.pow(2).sum(1))
     rows["norm"].append(first.sqrt() + undefined)
     est = (
-        hessian_trace(Objective(nets.module(0), x, y), method="hutch++", samples=hessian_samples, seed=epoch)
+        hessian_trace(Objective(nets.module(0), (x, y)), method="hutch++", samples=hessian_samples, seed=epoch)
         if hessian_samples and finite[0]
         else None
     )

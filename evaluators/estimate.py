@@ -11,7 +11,7 @@ from scipy import stats
 
 ErrorKind = Literal["residual_bound", "stderr", "lower_bound", "bracket", "exact", "none"]
 
-__all__ = ["Estimate", "ErrorKind", "Stopwatch", "mean_with_stderr"]
+__all__ = ["Estimate", "ErrorKind", "Stopwatch", "mean_with_stderr", "precision_of"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Estimate:
         converged: whether the method met its tolerance.
         interval: an optional (low, high) confidence interval.
         extra: method-specific details (e.g. the maximizer, λ_min, iteration counts).
+        precision: the floating point type it was computed in (``"float64"`` unless the
+            objective was built with another ``dtype``; then the error is widened for it).
     """
 
     value: float
@@ -45,6 +47,7 @@ class Estimate:
     converged: bool = True
     interval: tuple[float, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    precision: str = "float64"
 
     def summary(self) -> dict[str, Any]:
         """Plain JSON-able numbers for records."""
@@ -58,6 +61,8 @@ class Estimate:
         }
         if self.interval is not None:
             out["interval"] = [float(self.interval[0]), float(self.interval[1])]
+        if self.precision != "float64":
+            out["precision"] = self.precision
         return out
 
 
@@ -83,3 +88,8 @@ def mean_with_stderr(samples: np.ndarray, confidence: float = 0.95) -> tuple[flo
     se = float(samples.std(ddof=1) / np.sqrt(m))
     q = float(stats.t.ppf(0.5 + confidence / 2, m - 1))
     return mean, se, (mean - q * se, mean + q * se)
+
+
+def precision_of(dtype) -> str:
+    """``torch.float32`` → ``"float32"``: the name an :class:`Estimate` records its precision by."""
+    return str(dtype).removeprefix("torch.")

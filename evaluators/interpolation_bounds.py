@@ -35,7 +35,6 @@ __all__ = [
     "dual_value",
     "l2_route_bound",
     "homogeneous_features",
-    "symmetry_minimized_trace",
 ]
 
 
@@ -197,10 +196,3 @@ def homogeneous_features(theta: np.ndarray, x: np.ndarray, c: float) -> tuple[np
     kappa = a_coef ** (1 / (c + 1)) * b_coef ** (c / (c + 1))
     n = x.shape[0]
     return act, kappa, 2.0 / n * (1 + c) * c ** (-c / (c + 1))
-
-
-def symmetry_minimized_trace(a: np.ndarray, theta: np.ndarray, x: np.ndarray, c: float) -> float:
-    """Υ(w) = min over per-neuron rescalings of (2/n) Σ_i ‖∇_w f(x_i)‖² (= Tr ∇²F_S at interpolators)."""
-    _, kappa, const = homogeneous_features(theta, x, c)
-    u = np.asarray(a, float) * np.linalg.norm(theta, axis=1) ** c
-    return float(const * np.sum(kappa * np.abs(u) ** (2 * c / (c + 1))))

@@ -1,14 +1,17 @@
-"""A model, a batch and a loss, seen as a function of one flat parameter vector θ ∈ R^P.
+"""A model, data and a loss, seen as a function of one flat parameter vector θ ∈ R^P.
 
-Every evaluator in this package works on an :class:`Objective`. It holds a private float64 copy
-of the model, so no evaluator ever mutates the caller's model (parameters, BatchNorm running
-statistics or the train/eval flag), and repeated calls give identical results.
+Every evaluator in this package works on an :class:`Objective`. It holds a private copy of the
+model (float64 by default, on the model's device), so no evaluator ever mutates the caller's model
+(parameters, BatchNorm running statistics or the train/eval flag), and repeated calls give
+identical results. The data are either one ``(inputs, targets)`` pair of tensors or any
+re-iterable of batches, such as a ``torch.utils.data.DataLoader``; batches are then streamed, so
+the memory of a gradient or a Hessian-vector product is that of one batch.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,11 +20,13 @@ from scipy.sparse.linalg import LinearOperator
 from torch import nn
 from torch.func import functional_call
 
-__all__ = ["Objective", "LossName", "mse", "zero_one_error"]
+__all__ = ["DENSE_HESSIAN_MAX_PARAMS", "Objective", "LossName", "mse", "zero_one_error"]
 
 LossName = str  # "mse" | "cross_entropy"
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 _BATCHNORM = (nn.modules.batchnorm._BatchNorm,)
+DENSE_HESSIAN_MAX_PARAMS = 5000  # a dense P × P float64 Hessian of 200 MB; above it, only on request
 
 
 @dataclass(frozen=True)
@@ -63,82 +68,147 @@ def _cross_entropy_per_sample(output: torch.Tensor, target: torch.Tensor) -> tor
 
 
 class Objective:
-    """``L(θ)`` for a fixed model, inputs and targets, with gradients and Hessian-vector products.
+    """``L(θ)`` for a fixed model, data and loss, with gradients and Hessian-vector products.
 
     The loss conventions follow the seed papers:
 
     * ``loss="mse"``: ``L(θ) = (1/n) Σ_i ‖f_θ(x_i) − y_i‖²`` (mean over samples, sum over outputs,
       no factor ½);
     * ``loss="cross_entropy"``: ``L(θ) = (1/n) Σ_i −log softmax(f_θ(x_i))_{y_i}``;
-    * a callable ``loss(output, target) -> per-sample losses (n,)``.
+    * a callable ``loss(output, target) -> per-sample losses (shape (b,))``, e.g.
+      ``nn.CrossEntropyLoss(reduction="none")``; its targets are passed through unchanged (only
+      moved to the device), where "mse" casts them to ``dtype`` and "cross_entropy" to ``long``.
 
-    Full batch unless ``batch_size`` is given; then ``L`` is the mean of the losses of the
-    consecutive, unshuffled batches of that size. BatchNorm layers always use the statistics of
-    the batch the loss is evaluated on (train-mode normalization), whatever the caller's model
-    flag is; every other module is evaluated in eval mode (no dropout noise), so ``L`` is a
-    deterministic function of θ.
+    **Data.** ``data`` is an ``(inputs, targets)`` pair of tensors, or any re-iterable of
+    ``(inputs, targets)`` batches (a ``DataLoader``, a list). Over batches ``B_1, …, B_m`` the loss
+    is the sample-weighted mean ``L(θ) = (1/n) Σ_b Σ_{i∈B_b} ℓ_i(θ)`` with ``n = Σ_b |B_b|``, so
+    without BatchNorm it does not depend on how the data are batched. A pair with ``batch_size``
+    is cut into consecutive, unshuffled batches of that size. A single full batch keeps the
+    gradient's autograd graph between Hessian-vector products at the same θ (the fast path for data
+    that fit); batched data are streamed: gradients and products are accumulated batch by batch,
+    so peak memory is one batch's double backward whatever n is.
 
-    Hessian-vector products use double backward through autograd, with the gradient graph cached
-    at the last θ: ``H v = ∇_θ ⟨∇_θ L(θ), v⟩``. This is right through train-mode BatchNorm, where
-    ``torch.func`` transforms are not (pytorch#85533).
+    **BatchNorm.** ``batchnorm="batch"`` (default): every BatchNorm layer normalizes with the
+    statistics of the batch the loss is evaluated on (train-mode normalization, so ``L`` depends on
+    the batching), whatever the caller's model flag is. ``batchnorm="running"``: the deployed
+    model, normalized by the running statistics it carries (eval mode). Every other module is
+    evaluated in eval mode (no dropout noise), so ``L`` is a deterministic function of θ.
+
+    Hessian-vector products use double backward through autograd: ``H v = ∇_θ ⟨∇_θ L(θ), v⟩``.
+    This is right through train-mode BatchNorm, where ``torch.func`` transforms are not
+    (pytorch#85533).
 
     Args:
-        model: a ``torch.nn.Module``; it is deep-copied and cast to ``dtype``.
-        inputs: the inputs ``x_i`` (first dimension n).
-        targets: the targets ``y_i`` (class indices for cross-entropy).
+        model: a ``torch.nn.Module``; it is deep-copied and cast to ``dtype`` on ``device``.
+        data: ``(inputs, targets)`` tensors (first dimension n), or a re-iterable of such batches.
         loss: ``"mse"``, ``"cross_entropy"`` or a callable returning per-sample losses.
-        batch_size: optional batch size (see above).
-        dtype: floating point type of the copy; float64 by default for curvature work.
+        batch_size: cut a tensor pair into batches of this size (see above).
+        device: where θ, vectors and batches live (default: the model's device).
+        dtype: floating point type of the copy (default float64, for the certified checks; with
+            float32, estimates say so and widen their errors).
+        params: names of the parameters that make up θ (default: all); the others stay fixed.
+        batchnorm: ``"batch"`` or ``"running"`` statistics (see above).
     """
 
     def __init__(
         self,
         model: nn.Module,
-        inputs: torch.Tensor,
-        targets: torch.Tensor,
+        data: tuple[torch.Tensor, torch.Tensor] | Iterable[Batch],
         loss: LossName | Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = "mse",
+        *,
         batch_size: int | None = None,
-        dtype: torch.dtype = torch.float64,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        params: Sequence[str] | None = None,
+        batchnorm: str = "batch",
     ) -> None:
-        self.module = _private_copy(model, dtype)
-        self._inputs = torch.as_tensor(inputs).to(dtype)
-        if loss == "cross_entropy":
-            self._targets = torch.as_tensor(targets).long()
-        else:
-            self._targets = torch.as_tensor(targets).to(dtype)
-        if self._inputs.shape[0] != self._targets.shape[0]:
-            raise ValueError(f"inputs and targets disagree on n: {self._inputs.shape[0]} vs {self._targets.shape[0]}")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
-        if batch_size is not None and _has_batchnorm(self.module) and self.n % batch_size == 1:
-            raise ValueError(f"batch_size {batch_size} leaves a last batch of 1 sample, where BatchNorm is undefined")
-        self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "callable")
+        self.dtype = torch.float64 if dtype is None else dtype
+        if not self.dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating point type, got {self.dtype}")
+        self.device = torch.device(device) if device is not None else _device_of(model)
+        if batchnorm not in ("batch", "running"):
+            raise ValueError(f"batchnorm must be 'batch' or 'running', got {batchnorm!r}")
+        self.batchnorm = batchnorm
+        self.module = _private_copy(model, self.dtype, self.device, batchnorm)
+        self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", type(loss).__name__)
         self.loss_kind = loss if isinstance(loss, str) else "custom"  # what the loss is, whatever its name
         self._per_sample = _per_sample_loss(loss)
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
         self.batch_size = batch_size
-        self.dtype = dtype
-        names, params = zip(*self.module.named_parameters(), strict=True)
-        shapes = tuple(p.shape for p in params)
-        offsets = tuple(int(x) for x in np.cumsum([0] + [p.numel() for p in params]))
-        self.layout = _ParamLayout(tuple(names), shapes, offsets)
-        self.theta = torch.cat([p.detach().reshape(-1) for p in params]).clone()
+        self._loader: Iterable[Batch] | None = None
+        self._inputs = self._targets = None
+        self._n: int | None = None
+        if _is_tensor_pair(data):
+            self._inputs, self._targets = self._placed(*data)
+            if self._inputs.shape[0] != self._targets.shape[0]:
+                raise ValueError(
+                    f"inputs and targets disagree on n: {self._inputs.shape[0]} vs {self._targets.shape[0]}"
+                )
+            self._n = int(self._inputs.shape[0])
+            if batch_size is not None and self._couples_samples() and self._n % batch_size == 1:
+                raise ValueError(
+                    f"batch_size {batch_size} leaves a last batch of 1 sample, where BatchNorm is undefined"
+                )
+        else:
+            if iter(data) is data:
+                raise TypeError(
+                    "data is an iterator, which can be read only once: pass a DataLoader or a list of batches"
+                )
+            if batch_size is not None:
+                raise ValueError("batch_size cuts a tensor pair; a loader brings its own batches")
+            self._loader = data
+        names = tuple(name for name, _ in self.module.named_parameters())
+        chosen = names if params is None else tuple(params)
+        unknown = sorted(set(chosen) - set(names))
+        if unknown or not chosen:
+            raise ValueError(f"params must name parameters of the model, got unknown {unknown} (known: {list(names)})")
+        tensors = [self.module.get_parameter(name) for name in chosen]
+        offsets = tuple(int(x) for x in np.cumsum([0] + [p.numel() for p in tensors]))
+        self.layout = _ParamLayout(chosen, tuple(p.shape for p in tensors), offsets)
+        self.theta = torch.cat([p.detach().reshape(-1) for p in tensors]).clone()
         self._hvp_cache: _GradientGraph | None = None
+
+    def _placed(self, inputs, targets) -> Batch:
+        """A batch on the objective's device: inputs in ``dtype``, targets as the loss needs them."""
+        x = torch.as_tensor(inputs).to(device=self.device, dtype=self.dtype)
+        y = torch.as_tensor(targets).to(self.device)
+        if self.loss_kind == "cross_entropy":
+            y = y.long()
+        elif self.loss_kind == "mse":
+            y = y.to(self.dtype)
+        return x, y
+
+    def _couples_samples(self) -> bool:
+        return self.batchnorm == "batch" and _has_batchnorm(self.module)
 
     # ------------------------------------------------------------------ layout
     @property
+    def streamed(self) -> bool:
+        """True when gradients and products are accumulated batch by batch (batched data)."""
+        return self._loader is not None or self.batch_size is not None
+
+    @property
     def inputs(self) -> torch.Tensor:
         """The inputs x_i (read-only: build a new Objective, or use ``subset``, for other data)."""
-        return self._inputs
+        return self._tensors()[0]
 
     @property
     def targets(self) -> torch.Tensor:
         """The targets y_i (read-only)."""
-        return self._targets
+        return self._tensors()[1]
+
+    def _tensors(self) -> Batch:
+        if self._loader is not None:
+            raise ValueError("this objective streams its data from a loader: it has no single inputs/targets tensor")
+        return self._inputs, self._targets
 
     @property
     def n(self) -> int:
-        """Number of samples."""
-        return int(self._inputs.shape[0])
+        """Number of samples (for a loader, counted on the first pass over it)."""
+        if self._n is None:
+            self._n = sum(int(xb.shape[0]) for xb, _ in self._loader)
+        return self._n
 
     @property
     def num_params(self) -> int:
@@ -151,7 +221,7 @@ class Objective:
         return slice(self.layout.offsets[i], self.layout.offsets[i + 1])
 
     def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Views of ``theta`` shaped like the model's parameters, by name."""
+        """Views of ``theta`` shaped like the model's parameters in θ, by name."""
         off = self.layout.offsets
         return {
             name: theta[off[i] : off[i + 1]].view(shape)
@@ -161,14 +231,29 @@ class Objective:
     def with_params(self, theta: torch.Tensor) -> Objective:
         """The same objective, with ``theta`` as its reference point ``self.theta``."""
         other = copy.copy(self)
-        other.theta = torch.as_tensor(theta, dtype=self.dtype).detach().clone()
+        other.theta = self.vector(theta).detach().clone()
+        other._hvp_cache = None
+        return other
+
+    def in_dtype(self, dtype: torch.dtype) -> Objective:
+        """The same objective computed in another floating point type (its own copy of the model)."""
+        if dtype == self.dtype:
+            return self
+        other = copy.copy(self)
+        other.dtype = dtype
+        other.module = copy.deepcopy(self.module).to(dtype)
+        if self._loader is None:
+            other._inputs, other._targets = other._placed(self._inputs, self._targets)
+        other.theta = other.vector(self.theta)
         other._hvp_cache = None
         return other
 
     def subset(self, index: torch.Tensor) -> Objective:
-        """The same objective on the samples ``index`` only, at the same θ."""
+        """The same objective on the samples ``index`` only, at the same θ (tensor data)."""
+        x, y = self._tensors()
         other = copy.copy(self)
-        other._inputs, other._targets = self._inputs[index], self._targets[index]
+        other._inputs, other._targets = x[index], y[index]
+        other._n = int(other._inputs.shape[0])
         other._hvp_cache = None
         return other
 
@@ -181,57 +266,97 @@ class Objective:
                 module.get_parameter(name).copy_(value)
         return module
 
+    def vector(self, v) -> torch.Tensor:
+        """``v`` (a tensor or an array) as a vector of this objective: its dtype, on its device."""
+        return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
+
     # ------------------------------------------------------------------ values
-    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self) -> Iterator[Batch]:
+        """The batches the loss is the sample-weighted mean over, on the device."""
+        if self._loader is not None:
+            for batch in self._loader:
+                xb, yb = self._placed(*_pair(batch))
+                if xb.shape[0] == 1 and self._couples_samples():
+                    raise ValueError("the loader gave a batch of 1 sample, where BatchNorm is undefined")
+                yield xb, yb
+            return
         if self.batch_size is None:
-            yield self.inputs, self.targets
+            yield self._inputs, self._targets
             return
         for start in range(0, self.n, self.batch_size):
-            yield (
-                self.inputs[start : start + self.batch_size],
-                self.targets[start : start + self.batch_size],
+            yield self._inputs[start : start + self.batch_size], self._targets[start : start + self.batch_size]
+
+    def _batch_losses(self, params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        losses = self._per_sample(functional_call(self.module, params, (xb,)), yb)
+        if losses.shape != (xb.shape[0],):
+            raise ValueError(
+                f"the loss must return one value per sample, shape ({xb.shape[0]},), got {tuple(losses.shape)}; "
+                "use reduction='none' and reduce over outputs"
             )
+        return losses
 
     def forward(self, theta: torch.Tensor | None = None, inputs: torch.Tensor | None = None) -> torch.Tensor:
         """Model outputs ``f_θ(x)`` on ``inputs`` (default: the training inputs, as one batch)."""
         theta = self.theta if theta is None else theta
-        x = self.inputs if inputs is None else torch.as_tensor(inputs).to(self.dtype)
+        x = self.inputs if inputs is None else torch.as_tensor(inputs).to(device=self.device, dtype=self.dtype)
         return functional_call(self.module, self.unflatten(theta), (x,))
+
+    def per_batch_losses(self, theta: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
+        """ℓ_i(θ) for the samples of each batch in turn, differentiable in ``theta``: a derivative
+        taken and dropped per batch keeps one batch's graph in memory."""
+        theta = self.theta if theta is None else theta
+        params = self.unflatten(theta)
+        for xb, yb in self.batches():
+            yield self._batch_losses(params, xb, yb)
 
     def per_sample_losses(self, theta: torch.Tensor | None = None) -> torch.Tensor:
         """ℓ_i(θ) for every sample, evaluated batch by batch (shape (n,))."""
-        theta = self.theta if theta is None else theta
-        params = self.unflatten(theta)
-        parts = [self._per_sample(functional_call(self.module, params, (xb,)), yb) for xb, yb in self._batches()]
-        return torch.cat(parts)
+        return torch.cat(list(self.per_batch_losses(theta)))
 
     def loss(self, theta: torch.Tensor | None = None) -> torch.Tensor:
-        """L(θ) as a 0-d tensor (differentiable in ``theta``)."""
+        """L(θ) as a 0-d tensor, differentiable in ``theta`` (over a loader it holds every batch's
+        graph: use :meth:`grad` and :meth:`hvp` for derivatives of streamed data)."""
         theta = self.theta if theta is None else theta
         params = self.unflatten(theta)
-        batch_losses = [
-            self._per_sample(functional_call(self.module, params, (xb,)), yb).mean() for xb, yb in self._batches()
-        ]
-        return torch.stack(batch_losses).mean()
+        if not self.streamed:
+            return self._batch_losses(params, self._inputs, self._targets).mean()
+        return sum(self._batch_losses(params, xb, yb).sum() for xb, yb in self.batches()) / self.n
 
     def error(self, theta: torch.Tensor | None = None) -> float:
         """Training 0-1 error: argmax for several outputs, sign agreement for one output."""
         with torch.no_grad():
-            out = self.forward(theta)
-        return zero_one_error(out, self.targets)
+            if self._loader is None:
+                return zero_one_error(self.forward(theta), self._targets)
+            params = self.unflatten(self.theta if theta is None else theta)
+            parts = [
+                (zero_one_error(functional_call(self.module, params, (xb,)), yb), xb.shape[0])
+                for xb, yb in self.batches()
+            ]
+        return sum(e * b for e, b in parts) / sum(b for _, b in parts)
 
     def grad(self, theta: torch.Tensor | None = None) -> torch.Tensor:
         """∇_θ L(θ) (shape (P,))."""
-        theta = (self.theta if theta is None else theta).detach().clone().requires_grad_(True)
-        (g,) = torch.autograd.grad(self.loss(theta), theta)
-        return g.detach()
+        return self.loss_and_grad(self.theta if theta is None else theta)[1]
 
     def loss_and_grad(self, theta: torch.Tensor) -> tuple[float, torch.Tensor]:
-        """(L(θ), ∇L(θ)) from one forward and one backward pass."""
-        theta = theta.detach().clone().requires_grad_(True)
-        value = self.loss(theta)
-        (g,) = torch.autograd.grad(value, theta)
-        return float(value.detach()), g.detach()
+        """(L(θ), ∇L(θ)): one forward and one backward pass (per batch, when streamed)."""
+        if not self.streamed:
+            leaf = theta.detach().clone().requires_grad_(True)
+            value = self.loss(leaf)
+            (g,) = torch.autograd.grad(value, leaf)
+            return float(value.detach()), g.detach()
+        total, grad = 0.0, torch.zeros_like(self.theta)
+        for params, leaf, xb, yb in self._streamed(theta):
+            value = self._batch_losses(params, xb, yb).sum()
+            grad += torch.autograd.grad(value, leaf)[0]
+            total += float(value.detach())
+        return total / self.n, grad / self.n
+
+    def _streamed(self, theta: torch.Tensor) -> Iterator[tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Per batch: a fresh leaf at θ, its parameter views, and the batch."""
+        for xb, yb in self.batches():
+            leaf = theta.detach().clone().requires_grad_(True)
+            yield self.unflatten(leaf), leaf, xb, yb
 
     # ------------------------------------------------------------------ curvature
     def _gradient_graph(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,37 +371,77 @@ class Objective:
     def hvp(self, v: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
         """Hessian-vector product ``∇²L(θ) v``; ``v`` of shape (P,) or (k, P) for k products.
 
-        The gradient graph at θ is built once and reused for every later product at the same θ.
+        One full batch: the gradient graph at θ is built once and reused for every later product
+        at the same θ. Streamed: ``H v = (1/n) Σ_b ∇_θ ⟨∇_θ Σ_{i∈B_b} ℓ_i, v⟩``, one double
+        backward per batch and product.
         """
         theta = self.theta if theta is None else theta
+        v = self.vector(v)
+        rows = v.reshape(-1, self.num_params)
+        if self.streamed:
+            out = torch.zeros_like(rows)
+            for params, leaf, xb, yb in self._streamed(theta):
+                (g,) = torch.autograd.grad(self._batch_losses(params, xb, yb).sum(), leaf, create_graph=True)
+                for i, vi in enumerate(rows):
+                    out[i] += torch.autograd.grad(g, leaf, vi, retain_graph=True)[0]
+            return (out / self.n).reshape(v.shape)
         leaf, g = self._gradient_graph(theta)
-        v = torch.as_tensor(v, dtype=self.dtype)
         if v.ndim == 1:
             (hv,) = torch.autograd.grad(g, leaf, v, retain_graph=True)
             return hv.detach()
         return torch.stack([torch.autograd.grad(g, leaf, vi, retain_graph=True)[0] for vi in v]).detach()
 
-    def hessian(self, theta: torch.Tensor | None = None) -> torch.Tensor:
+    def ggn_vp(self, v: torch.Tensor, theta: torch.Tensor | None = None) -> torch.Tensor:
+        """Generalized Gauss–Newton product ``G v = (1/n) Σ_i J_iᵀ ∇²_f ℓ_i J_i v`` (Schraudolph 2002).
+
+        ``J_i = ∂f(x_i)/∂θ``; ``J v`` comes from the double-vjp trick (``u ↦ Jᵀu`` is linear, and
+        its derivative in u along v is ``J v``), ``∇²_f ℓ`` from autograd on the outputs, so any
+        per-sample loss works. G is the Hessian without the term of the residuals' curvature;
+        ``G ⪰ 0`` for convex losses. ``v`` of shape (P,) or (k, P).
+        """
+        theta = self.theta if theta is None else theta
+        v = self.vector(v)
+        rows = v.reshape(-1, self.num_params)
+        out = torch.zeros_like(rows)
+        for params, leaf, xb, yb in self._streamed(theta):
+            f = functional_call(self.module, params, (xb,))
+            (dl_df,) = torch.autograd.grad(self._per_sample(f, yb).sum(), f, create_graph=True)
+            dummy = torch.zeros_like(f, requires_grad=True)
+            (jt_dummy,) = torch.autograd.grad(f, leaf, dummy, create_graph=True)
+            for i, vi in enumerate(rows):
+                (jv,) = torch.autograd.grad(jt_dummy, dummy, vi, retain_graph=True)
+                (hjv,) = torch.autograd.grad(dl_df, f, jv, retain_graph=True)
+                out[i] += torch.autograd.grad(f, leaf, hjv, retain_graph=True)[0]
+        return (out / self.n).reshape(v.shape)
+
+    def hessian(self, theta: torch.Tensor | None = None, *, max_params: int = DENSE_HESSIAN_MAX_PARAMS) -> torch.Tensor:
         """The dense Hessian ∇²L(θ) (P × P) from P Hessian-vector products, symmetrized.
 
         The symmetrization ``(H + Hᵀ)/2`` only removes round-off; tests check the raw asymmetry.
+        Above ``max_params`` parameters it refuses (P² numbers and P products): raise the limit to
+        ask for it anyway.
         """
-        h = self.hvp(torch.eye(self.num_params, dtype=self.dtype), theta)
+        if self.num_params > max_params:
+            raise ValueError(
+                f"a dense Hessian of P = {self.num_params} parameters holds {self.num_params**2:.3g} numbers; "
+                f"pass max_params={self.num_params} to allocate it anyway, or use Hessian-vector products"
+            )
+        h = self.hvp(torch.eye(self.num_params, dtype=self.dtype, device=self.device), theta)
         return (h + h.T) / 2
 
     def linear_operator(self, theta: torch.Tensor | None = None) -> LinearOperator:
-        """The Hessian at θ as a scipy ``LinearOperator`` on float64 numpy vectors."""
+        """The Hessian at θ as a scipy ``LinearOperator`` on float64 numpy vectors (CPU: the API edge)."""
         theta = self.theta if theta is None else theta
         p = self.num_params
 
         def matvec(x: np.ndarray) -> np.ndarray:
-            v = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(-1)).to(self.dtype)
-            return self.hvp(v, theta).numpy().astype(np.float64)
+            v = self.vector(np.ascontiguousarray(x, dtype=np.float64).reshape(-1))
+            return self.hvp(v, theta).cpu().numpy().astype(np.float64)
 
         return LinearOperator((p, p), matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
     def parameter_groups(self) -> dict[str, Sequence[str]]:
-        """Parameter names split into ``weights`` (≥ 2-d) and ``biases`` (1-d)."""
+        """Parameter names of θ split into ``weights`` (≥ 2-d) and ``biases`` (1-d)."""
         weights = [n for n, s in zip(self.layout.names, self.layout.shapes, strict=True) if len(s) >= 2]
         biases = [n for n, s in zip(self.layout.names, self.layout.shapes, strict=True) if len(s) < 2]
         return {"weights": weights, "biases": biases}
@@ -310,13 +475,36 @@ def _per_sample_loss(loss) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     raise ValueError(f"loss must be 'mse', 'cross_entropy' or a callable, got {loss!r}")
 
 
-def _private_copy(model: nn.Module, dtype: torch.dtype) -> nn.Module:
-    module = copy.deepcopy(model).to(dtype)
+def _private_copy(model: nn.Module, dtype: torch.dtype, device: torch.device, batchnorm: str) -> nn.Module:
+    module = copy.deepcopy(model).to(device=device, dtype=dtype)
     module.eval()
     for m in module.modules():
-        if isinstance(m, _BATCHNORM):
+        if not isinstance(m, _BATCHNORM):
+            continue
+        if batchnorm == "batch":
             m.train()  # batch statistics of the evaluated batch, never the running ones
             m.track_running_stats = False  # and no running-statistics updates on the private copy
+        elif m.running_mean is None:
+            raise ValueError("batchnorm='running' needs BatchNorm layers that track running statistics")
     for p in module.parameters():
         p.requires_grad_(False)
     return module
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    first = next(model.parameters(), None)
+    return first.device if first is not None else torch.device("cpu")
+
+
+def _is_tensor_pair(data) -> bool:
+    return (
+        isinstance(data, tuple | list)
+        and len(data) == 2
+        and all(isinstance(d, torch.Tensor | np.ndarray) for d in data)
+    )
+
+
+def _pair(batch) -> Batch:
+    if isinstance(batch, tuple | list) and len(batch) == 2:
+        return batch[0], batch[1]
+    raise TypeError(f"each batch must be an (inputs, targets) pair, got {type(batch).__name__}")

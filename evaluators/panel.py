@@ -13,6 +13,7 @@ from torch import nn
 
 import evaluators as ev
 from evaluators import Estimate, Objective
+from evaluators.trace import DENSE_TRACE_MAX_PARAMS
 
 __all__ = ["Measure", "PANEL", "INVARIANCE", "panel_for"]
 
@@ -56,13 +57,6 @@ def _two_layer_relu_homogeneous(obj: Objective) -> bool:
     )
 
 
-def _symmetry_min_trace(obj: Objective, seed: int) -> Estimate:
-    params = obj.unflatten(obj.theta)
-    theta, a = params["0.weight"].numpy(), params["2.weight"][0].numpy()
-    value = ev.symmetry_minimized_trace(a, theta, obj.inputs.numpy(), 1.0)
-    return Estimate(value, 0.0, "exact")
-
-
 def _spherical(obj: Objective, seed: int) -> Estimate:
     first = [n for n in obj.layout.names if n.startswith("0.")]  # the layer feeding the normalization
     return ev.spherical_sharpness(obj, params=first, seed=seed)
@@ -84,7 +78,7 @@ PANEL: tuple[Measure, ...] = (
     ),
     Measure(
         "trace",
-        lambda o, s: ev.hessian_trace(o, method="auto", seed=s),
+        lambda o, s: ev.hessian_trace(o, method="auto", seed=s, max_hvps=DENSE_TRACE_MAX_PARAMS),
         theory=dict(layer_T_alpha=F, neuron_alpha=F, permutation=T, input_scale=F, bn_scale=F, ln_scale=F),
     ),
     Measure(
@@ -140,7 +134,7 @@ PANEL: tuple[Measure, ...] = (
     # construction; input scaling multiplies it by the scale (κ_j ∝ c², |u_j| ∝ 1/c for ReLU)
     Measure(
         "symmetry_min_trace",
-        _symmetry_min_trace,
+        lambda o, s: ev.symmetry_minimized_trace(o),
         applies=_two_layer_relu_homogeneous,
         theory=dict(layer_T_alpha=T, neuron_alpha=T, permutation=T, input_scale=F),
     ),

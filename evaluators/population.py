@@ -78,7 +78,7 @@ def population_loss(
             parts = []
             for start in range(0, samples, batch):
                 x, y = distribution.sample(min(batch, samples - start), gen)
-                parts.append(loss(predict(x), y).double().numpy())
+                parts.append(loss(predict(x), y).double().cpu().numpy())
             mean, se, ci = mean_with_stderr(np.concatenate(parts))
             result = (mean, se, "stderr", ci)
     value, err, kind, ci = result

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr
+from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr, precision_of
 from evaluators.objective import Objective
 from evaluators.spectrum import extreme_estimate, hessian_spectrum
 
@@ -43,13 +43,13 @@ def epsilon_sharpness(
     def neg_loss_and_grad(y: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal count
         count += 1
-        value, g = obj.loss_and_grad(theta + torch.from_numpy(y).to(obj.dtype))
-        return -value, -g.numpy().astype(np.float64)
+        value, g = obj.loss_and_grad(theta + obj.vector(y))  # scipy works on CPU numpy: the API edge
+        return -value, -g.cpu().numpy().astype(np.float64)
 
     with Stopwatch() as sw:
-        g0 = obj.grad(theta).numpy()
+        g0 = obj.grad(theta).cpu().numpy()
         if region == "keskar-box":
-            half = eps * (np.abs(theta.numpy()) + 1.0)
+            half = eps * (np.abs(theta.cpu().numpy()) + 1.0)
             bounds = list(zip(-half, half, strict=True))
             best_val, best_y = -np.inf, np.zeros_like(half)
             for y0 in (np.zeros_like(half), half * np.sign(g0)):
@@ -76,6 +76,7 @@ def epsilon_sharpness(
         hvps=count,
         seconds=sw.seconds,
         extra={"maximizer": best_y, "max_loss": best_val, "loss": base, "region": region},
+        precision=precision_of(obj.dtype),
     )
 
 
@@ -188,21 +189,24 @@ def adaptive_sharpness(
     with Stopwatch() as sw:
         if kind == "average":
             gen = torch.Generator().manual_seed(seed)
-            u = torch.randn(samples, obj.num_params, generator=gen, dtype=obj.dtype) * rho
+            u = obj.vector(torch.randn(samples, obj.num_params, generator=gen, dtype=obj.dtype)) * rho
             with torch.no_grad():
-                losses = np.array([float(obj.loss(theta + c * ui)) for ui in u])
+                losses = torch.stack([obj.loss(theta + c * ui) for ui in u]).cpu().numpy()
         else:
             best, best_u, evals = _adaptive_ascent(obj, theta, c, rho, norm, steps)
     if kind == "average":
         mean, se, ci = mean_with_stderr(losses - base)
-        return Estimate(mean, se, "stderr", hvps=samples, seconds=sw.seconds, interval=ci)
+        return Estimate(
+            mean, se, "stderr", hvps=samples, seconds=sw.seconds, interval=ci, precision=precision_of(obj.dtype)
+        )
     return Estimate(
         best - base,
         0.0,
         "lower_bound",
         hvps=evals,
         seconds=sw.seconds,
-        extra={"maximizer": (c * best_u).numpy(), "loss": base},
+        extra={"maximizer": (c * best_u).cpu().numpy(), "loss": base},
+        precision=precision_of(obj.dtype),
     )
 
 
@@ -252,7 +256,7 @@ def spherical_sharpness(
     """
     theta = (obj.theta if theta is None else theta).detach().clone()
     names = list(obj.layout.names) if params is None else params
-    idx = torch.cat([torch.arange(obj.num_params)[obj.param_slice(n)] for n in names])
+    idx = torch.cat([torch.arange(obj.num_params, device=obj.device)[obj.param_slice(n)] for n in names])
     w_norm = theta[idx].norm()
     if w_norm == 0:
         raise ValueError("spherical sharpness is undefined at w = 0")

@@ -5,10 +5,20 @@ power iteration returns the largest-magnitude one). Lanczos (ARPACK's implicitly
 Lanczos through ``scipy.sparse.linalg.eigsh``) is the default; plain power iteration is kept as a
 baseline. Each eigenvalue comes with its residual bound: for a unit vector v and a symmetric H,
 some eigenvalue of H lies within ``‖Hv − λv‖`` of the Rayleigh quotient λ = vᵀHv.
+
+The same solvers run on the generalized Gauss–Newton matrix G (``Objective.ggn_vp``):
+``gauss_newton_top_eigenvalue``. ARPACK works on CPU float64 vectors: each product crosses to the
+objective's device and back at that edge, and nowhere else.
+
+In float32 (an objective built with ``dtype=torch.float32``) the search runs in float32 and the
+result is certified in float64 with one more product at the Ritz vector v on a float64 copy:
+with ρ = vᵀH₆₄v and r = ‖H₆₄v − ρv‖, some eigenvalue lies within r of ρ, hence within
+``r + |λ₃₂ − ρ|`` of the float32 value λ₃₂, the error reported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +26,11 @@ import torch
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from threadpoolctl import threadpool_limits
 
-from evaluators.estimate import Estimate, Stopwatch
+from evaluators.estimate import Estimate, Stopwatch, precision_of
 from evaluators.objective import Objective
 
 __all__ = [
+    "gauss_newton_top_eigenvalue",
     "hessian_top_eigenvalue",
     "hessian_spectrum",
     "hessian_extreme_eigenvalues",
@@ -41,24 +52,31 @@ class Spectrum:
     hvps: int
     seconds: float
     converged: bool
+    precision: str = "float64"
+
+
+Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (v, θ) ↦ M(θ) v
 
 
 class _CountingOperator(LinearOperator):
-    """H (or its principal block on ``coords``) at θ, counting the products."""
+    """H (or G, or its principal block on ``coords``) at θ on CPU float64 vectors, counting products."""
 
-    def __init__(self, obj: Objective, theta: torch.Tensor, coords: torch.Tensor | None = None):
+    def __init__(
+        self, obj: Objective, theta: torch.Tensor, coords: torch.Tensor | None = None, product: Product | None = None
+    ):
         size = obj.num_params if coords is None else len(coords)
         super().__init__(dtype=np.float64, shape=(size, size))
         self.obj, self.theta, self.coords, self.count = obj, theta, coords, 0
+        self.product = obj.hvp if product is None else product
 
     def _matvec(self, x: np.ndarray) -> np.ndarray:
         self.count += 1
-        v = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64).reshape(-1)).to(self.obj.dtype)
+        v = self.obj.vector(np.ascontiguousarray(x, dtype=np.float64).reshape(-1))
         if self.coords is None:
-            return self.obj.hvp(v, self.theta).numpy().astype(np.float64).reshape(x.shape)
-        full = torch.zeros(self.obj.num_params, dtype=self.obj.dtype)
+            return self.product(v, self.theta).cpu().numpy().astype(np.float64).reshape(x.shape)
+        full = torch.zeros(self.obj.num_params, dtype=self.obj.dtype, device=self.obj.device)
         full[self.coords] = v
-        return self.obj.hvp(full, self.theta)[self.coords].numpy().astype(np.float64).reshape(x.shape)
+        return self.product(full, self.theta)[self.coords].cpu().numpy().astype(np.float64).reshape(x.shape)
 
     def _rmatvec(self, x: np.ndarray) -> np.ndarray:
         return self._matvec(x)
@@ -74,12 +92,24 @@ def extreme_estimate(spec: Spectrum, extra: dict | None = None) -> Estimate:
         seconds=spec.seconds,
         converged=spec.converged,
         extra=extra or {},
+        precision=spec.precision,
     )
 
 
 def _residuals(op: _CountingOperator, values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     hv = np.column_stack([op.matvec(vectors[:, i]) for i in range(vectors.shape[1])])
     return np.linalg.norm(hv - vectors * values[None, :], axis=0)
+
+
+def _certified_in_float64(op: _CountingOperator, values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``r + |λ − ρ|`` per Ritz pair, with ρ and r from one float64 product each (module docstring)."""
+    obj = op.obj.in_dtype(torch.float64)
+    product = obj.hvp if op.product == op.obj.hvp else obj.ggn_vp
+    check = _CountingOperator(obj, obj.vector(op.theta), op.coords, product)
+    hv = np.column_stack([check.matvec(vectors[:, i]) for i in range(vectors.shape[1])])
+    op.count += check.count
+    rho = np.einsum("pi,pi->i", vectors, hv)
+    return np.linalg.norm(hv - vectors * rho[None, :], axis=0) + np.abs(values - rho)
 
 
 def hessian_spectrum(
@@ -92,6 +122,7 @@ def hessian_spectrum(
     maxiter: int | None = None,
     seed: int = 0,
     coords: torch.Tensor | None = None,
+    product: Product | None = None,
 ) -> Spectrum:
     """The k largest (``which="LA"``) or smallest (``"SA"``) eigenpairs of ∇²L(θ), by Lanczos.
 
@@ -109,6 +140,7 @@ def hessian_spectrum(
         seed: seeds the Lanczos start vector.
         coords: optional index tensor; then the eigenpairs are those of the principal block
             ``H[coords][:, coords]``.
+        product: the matrix, as ``(v, θ) ↦ M(θ) v`` (default ``obj.hvp``; ``obj.ggn_vp`` for G).
 
     Returns:
         A :class:`Spectrum` sorted from the extreme inwards (descending for LA, ascending for SA).
@@ -116,7 +148,7 @@ def hessian_spectrum(
     if which not in ("LA", "SA"):
         raise ValueError(f"which must be 'LA' or 'SA', got {which!r}")
     theta = obj.theta if theta is None else theta
-    op = _CountingOperator(obj, theta, coords)
+    op = _CountingOperator(obj, theta, coords, product)
     p = op.shape[0]
     if not 1 <= k <= p:
         raise ValueError(f"k must be in [1, {p}], got {k}")
@@ -139,7 +171,9 @@ def hessian_spectrum(
         vals, vecs = vals[order][:k], vecs[:, order][:, :k]
         vecs = vecs / np.linalg.norm(vecs, axis=0, keepdims=True)
         residuals = _residuals(op, vals, vecs)
-    return Spectrum(vals, vecs, residuals, op.count, sw.seconds, converged)
+        if obj.dtype != torch.float64:
+            residuals = _certified_in_float64(op, vals, vecs)
+    return Spectrum(vals, vecs, residuals, op.count, sw.seconds, converged, precision_of(obj.dtype))
 
 
 def hessian_top_eigenvalue(
@@ -171,6 +205,18 @@ def hessian_top_eigenvalue(
     raise ValueError(f"method must be 'lanczos' or 'power', got {method!r}")
 
 
+def gauss_newton_top_eigenvalue(
+    obj: Objective, *, theta: torch.Tensor | None = None, rtol: float = 1e-8, maxiter: int | None = None, seed: int = 0
+) -> Estimate:
+    """λ1 of the generalized Gauss–Newton matrix G(θ) by Lanczos, with its residual bound.
+
+    G ⪰ 0 for a convex loss, so λ1 is also its largest-magnitude eigenvalue; at an interpolator of
+    the MSE loss G equals the Hessian (the residual term vanishes).
+    """
+    spec = hessian_spectrum(obj, 1, theta=theta, rtol=rtol, maxiter=maxiter, seed=seed, product=obj.ggn_vp)
+    return extreme_estimate(spec, {"eigenvector": spec.vectors[:, 0]})
+
+
 def power_iteration(
     obj: Objective,
     *,
@@ -182,12 +228,12 @@ def power_iteration(
     """Power iteration as in PyHessian: ``v ← Hv/‖Hv‖`` until ``|λ_t − λ_{t−1}| / (|λ_{t−1}| + 1e-6) < rtol``.
 
     Returns the Rayleigh quotient of the largest-magnitude eigenvalue (signed), with its
-    residual bound.
+    residual bound (computed in the objective's precision: a baseline, not certified in float64).
     """
     theta = obj.theta if theta is None else theta
     gen = torch.Generator().manual_seed(seed)
     with Stopwatch() as sw:
-        v = torch.randn(obj.num_params, generator=gen, dtype=obj.dtype)
+        v = obj.vector(torch.randn(obj.num_params, generator=gen, dtype=obj.dtype))
         v /= v.norm()
         lam_prev, converged, hvps = None, False, 0
         hv = obj.hvp(v, theta)
@@ -210,7 +256,8 @@ def power_iteration(
         hvps=hvps,
         seconds=sw.seconds,
         converged=converged,
-        extra={"eigenvector": v.numpy()},
+        extra={"eigenvector": v.cpu().numpy()},
+        precision=precision_of(obj.dtype),
     )
 
 

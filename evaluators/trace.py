@@ -17,25 +17,34 @@
   ``Q = orth(H S)`` with m/3 Rademacher columns, ``Tr(QᵀHQ)`` exactly, and Hutchinson on the
   deflated ``(I − QQᵀ) H (I − QQᵀ)`` with the rest. The standard error is that of the deflated
   Hutchinson part (the Q part is exact given Q).
+
+The same estimators give the trace of the generalized Gauss–Newton matrix G (``Objective.ggn_vp``):
+``gauss_newton_trace``. For the MSE loss ``Tr G = (2/n) Σ_i Σ_k ‖∇_θ f_k(x_i)‖²`` at every θ, the
+gradient-norm identity above without its piecewise-linear condition (Wen et al. 2023, Lemma 4.1:
+the Hessian's trace at an interpolator). Probes are drawn on the CPU from ``seed`` and moved to the
+objective's device, so a seed gives the same probes on every device.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr
+from evaluators.estimate import Estimate, Stopwatch, mean_with_stderr, precision_of
 from evaluators.objective import Objective
 
 __all__ = [
+    "gauss_newton_trace",
     "hessian_trace",
     "relu_mlp_gradient_norms",
     "supports_exact_identity",
     "DENSE_TRACE_MAX_PARAMS",
 ]
 
-DENSE_TRACE_MAX_PARAMS = 5000  # "auto" and "exact" fall back to the dense diagonal up to this P
+DENSE_TRACE_MAX_PARAMS = 5000  # "exact" falls back to the dense diagonal (P products) up to this P
 _PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.Identity, nn.Flatten)
 
 
@@ -62,13 +71,19 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
         raise ValueError("relu_mlp_gradient_norms needs an nn.Sequential of Linear and ReLU-type layers")
     theta = obj.theta if theta is None else theta
     params = obj.unflatten(theta.detach())
-    x = obj.inputs.reshape(obj.n, -1)
+    return torch.cat([_relu_mlp_batch_gradient_norms(obj.module, params, xb) for xb, _ in obj.batches()])
+
+
+def _relu_mlp_batch_gradient_norms(model: nn.Sequential, params: dict, x: torch.Tensor) -> torch.Tensor:
+    x = x.reshape(x.shape[0], -1)
     tape: list[tuple[str, torch.Tensor, torch.Tensor | None]] = []
     with torch.no_grad():
-        for idx, layer in enumerate(obj.module):
-            if isinstance(layer, nn.Linear):
-                weight, bias = params[f"{idx}.weight"], params.get(f"{idx}.bias")
-                tape.append(("linear", weight, (x**2).sum(dim=1) + (0.0 if bias is None else 1.0)))
+        for idx, layer in enumerate(model):
+            if isinstance(layer, nn.Linear):  # parameters outside θ are fixed: they add no gradient
+                w_name, b_name = f"{idx}.weight", f"{idx}.bias"
+                weight, bias = params.get(w_name, layer.weight), params.get(b_name, layer.bias)
+                input_sq = (x**2).sum(dim=1) if w_name in params else torch.zeros_like(x[:, 0])
+                tape.append(("linear", weight, input_sq + (1.0 if b_name in params else 0.0)))
                 x = torch.nn.functional.linear(x, weight, bias)
             elif isinstance(layer, nn.ReLU | nn.LeakyReLU):
                 slope = layer.negative_slope if isinstance(layer, nn.LeakyReLU) else 0.0
@@ -79,7 +94,7 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
                 x = layer(x)
         n, k = x.shape
         jac = None  # ∂f/∂z as (n, k, width); None stands for the identity at the output
-        norms = torch.zeros(n, dtype=obj.dtype)
+        norms = torch.zeros(n, dtype=x.dtype, device=x.device)
         for kind, value, input_sq in reversed(tape):
             if kind == "linear":
                 norms += (k if jac is None else (jac**2).sum(dim=(1, 2))) * input_sq
@@ -92,25 +107,27 @@ def relu_mlp_gradient_norms(obj: Objective, theta: torch.Tensor | None = None) -
     return norms
 
 
-def _exact_trace(obj: Objective, theta: torch.Tensor) -> tuple[float, int, str]:
-    if supports_exact_identity(obj) and obj.batch_size is None:
-        return (
-            float(2.0 / obj.n * relu_mlp_gradient_norms(obj, theta).sum()),
-            0,
-            "gradient-norm identity",
-        )
+def _exact_trace(obj: Objective, theta: torch.Tensor, product: Callable) -> tuple[float, int, str]:
+    if supports_exact_identity(obj):
+        return float(2.0 / obj.n * relu_mlp_gradient_norms(obj, theta).sum()), 0, "gradient-norm identity"
     p = obj.num_params
     if p > DENSE_TRACE_MAX_PARAMS:
         raise ValueError(
             f"exact trace needs P ≤ {DENSE_TRACE_MAX_PARAMS} for this model (P = {p}); use method='hutch++'"
         )
-    eye = torch.eye(p, dtype=obj.dtype)
-    diag = sum(float(obj.hvp(eye[i], theta)[i]) for i in range(p))
+    diag = sum(float(product(_unit(obj, i), theta)[i]) for i in range(p))  # no P × P identity in memory
     return diag, p, "dense diagonal"
 
 
-def _rademacher(p: int, m: int, gen: torch.Generator, dtype) -> torch.Tensor:
-    return (torch.randint(0, 2, (m, p), generator=gen) * 2 - 1).to(dtype)
+def _unit(obj: Objective, i: int) -> torch.Tensor:
+    e = torch.zeros(obj.num_params, dtype=obj.dtype, device=obj.device)
+    e[i] = 1.0
+    return e
+
+
+def _rademacher(obj: Objective, m: int, gen: torch.Generator) -> torch.Tensor:
+    signs = torch.randint(0, 2, (m, obj.num_params), generator=gen) * 2 - 1  # on the CPU: same draws on every device
+    return obj.vector(signs)
 
 
 def hessian_trace(
@@ -120,59 +137,91 @@ def hessian_trace(
     samples: int = 100,
     seed: int = 0,
     theta: torch.Tensor | None = None,
+    max_hvps: int | None = None,
 ) -> Estimate:
     """Tr ∇²L(θ) by the chosen method (see the module docstring for the formulas).
 
     Args:
         obj: the objective.
-        method: ``"exact"``, ``"hutchinson"``, ``"hutch++"`` or ``"auto"`` (exact when the
-            gradient-norm identity applies or P ≤ ``DENSE_TRACE_MAX_PARAMS``, else Hutch++).
-        samples: Hessian-vector products for the stochastic methods (Hutch++: ≥ 3).
+        method: ``"exact"``, ``"hutchinson"``, ``"hutch++"`` or ``"auto"``: the gradient-norm
+            identity when it applies (no product), else the dense diagonal when its P products fit
+            ``max_hvps``, else Hutch++ with ``samples`` products. ``extra["method"]`` says which.
+        samples: Hessian-vector products for the stochastic methods (Hutch++: ≥ 6).
         seed: seeds the probe vectors.
         theta: the point (default ``obj.theta``).
+        max_hvps: the most products ``"auto"`` may spend (default ``samples``).
 
     Returns:
         An :class:`~evaluators.estimate.Estimate`; stochastic methods give ``error_kind="stderr"``
         and a 95% Student-t ``interval``.
     """
+    return _trace(obj, obj.hvp, method, samples, seed, theta, max_hvps)
+
+
+def gauss_newton_trace(
+    obj: Objective,
+    *,
+    method: str = "auto",
+    samples: int = 100,
+    seed: int = 0,
+    theta: torch.Tensor | None = None,
+    max_hvps: int | None = None,
+) -> Estimate:
+    """Tr G(θ) of the generalized Gauss–Newton matrix ``G = (1/n) Σ_i J_iᵀ ∇²_f ℓ_i J_i``.
+
+    The same methods and arguments as :func:`hessian_trace`, with products ``G v``
+    (:meth:`~evaluators.objective.Objective.ggn_vp`). For MSE on a piecewise-linear MLP the
+    Hessian's diagonal equals G's, so the gradient-norm identity gives Tr G exactly there.
+    """
+    return _trace(obj, obj.ggn_vp, method, samples, seed, theta, max_hvps)
+
+
+def _trace(obj, product, method, samples, seed, theta, max_hvps) -> Estimate:
     theta = obj.theta if theta is None else theta
+    budget = samples if max_hvps is None else max_hvps
+    choice = {}
     if method == "auto":
-        identity = supports_exact_identity(obj) and obj.batch_size is None
-        exact_ok = identity or obj.num_params <= DENSE_TRACE_MAX_PARAMS
-        method = "exact" if exact_ok else "hutch++"
-    p = obj.num_params
+        if supports_exact_identity(obj) or obj.num_params <= min(budget, DENSE_TRACE_MAX_PARAMS):
+            method = "exact"
+        else:
+            method = "hutch++"
+            samples = min(samples, budget)
+        choice = {"auto_budget": budget}
     gen = torch.Generator().manual_seed(seed)
     with Stopwatch() as sw:
         if method == "exact":
-            value, hvps, how = _exact_trace(obj, theta)
+            value, hvps, how = _exact_trace(obj, theta, product)
         elif method == "hutchinson":
             if samples < 2:
                 raise ValueError("hutchinson needs samples ≥ 2")
-            z = _rademacher(p, samples, gen, obj.dtype)
-            quad = (z * obj.hvp(z, theta)).sum(dim=1).numpy()
+            z = _rademacher(obj, samples, gen)
+            quad = (z * product(z, theta)).sum(dim=1).cpu().numpy()
             mean, se, ci = mean_with_stderr(quad)
             hvps = samples
         elif method == "hutch++":
-            mean, se, ci, hvps = _hutch_plus_plus(obj, theta, samples, gen)
+            mean, se, ci, hvps = _hutch_plus_plus(obj, product, theta, samples, gen)
         else:
             raise ValueError(f"method must be exact, hutchinson, hutch++ or auto, got {method!r}")
+    precision = precision_of(obj.dtype)
     if method == "exact":
-        return Estimate(value, 0.0, "exact", hvps=hvps, seconds=sw.seconds, extra={"method": how})
-    return Estimate(mean, se, "stderr", hvps=hvps, seconds=sw.seconds, interval=ci, extra={"method": method})
+        extra = {"method": how, **choice}
+        return Estimate(value, 0.0, "exact", hvps=hvps, seconds=sw.seconds, extra=extra, precision=precision)
+    extra = {"method": method, **choice}
+    return Estimate(mean, se, "stderr", hvps=hvps, seconds=sw.seconds, interval=ci, extra=extra, precision=precision)
 
 
-def _hutch_plus_plus(obj: Objective, theta: torch.Tensor, samples: int, gen: torch.Generator):
+def _hutch_plus_plus(obj: Objective, product: Callable, theta: torch.Tensor, samples: int, gen: torch.Generator):
     if samples < 6:
         raise ValueError("hutch++ needs samples ≥ 6 (a third each for sketch, projection, residual)")
     p = obj.num_params
     k = min(samples // 3, p)
-    s = _rademacher(p, k, gen, obj.dtype)
-    q, _ = torch.linalg.qr(obj.hvp(s, theta).T)  # (P, k), orthonormal columns
-    top = float((q * obj.hvp(q.T, theta).T).sum())
+    s = _rademacher(obj, k, gen)
+    q, _ = torch.linalg.qr(product(s, theta).T)  # (P, k), orthonormal columns
+    top = float((q * product(q.T, theta).T).sum())
     m = samples - 2 * k
-    g = _rademacher(p, m, gen, obj.dtype)
+    g = _rademacher(obj, m, gen)
     g = g - (g @ q) @ q.T
-    quad = (g * obj.hvp(g, theta)).sum(dim=1).numpy()
+    quad = (g * product(g, theta)).sum(dim=1).cpu().numpy()
     if m >= 2:
         rest, se, (lo, hi) = mean_with_stderr(quad)
     else:

@@ -301,7 +301,7 @@ def rescaling_reverses_sharpness(p: RescalingParams, ctx: ClaimContext) -> Outco
     small, large = train_pair(p.setting, ctx.int_seed("data"), ctx.int_seed("init"))
 
     def phi(model) -> float:
-        return float(epsilon_sharpness(Objective(model, small.x, small.y), p.eps).value)
+        return float(epsilon_sharpness(Objective(model, (small.x, small.y)), p.eps).value)
 
     before = {"small batch": phi(small.model), "large batch": phi(large.model)}
     flatter, sharper = sorted(before, key=before.get)

@@ -93,7 +93,7 @@ def trace_identity(p: TraceIdentityParams, ctx: ClaimContext) -> Outcome:
     x, y = torch.tensor(data.x), torch.tensor(data.y)
     errors = []
     for u, v in points:
-        dense = float(torch.trace(Objective(as_module(u, v, p.power), x, y).hessian()))
+        dense = float(torch.trace(Objective(as_module(u, v, p.power), (x, y)).hessian()))
         errors.append(abs(float(hessian_trace(u, v, data.x)) - dense) / abs(dense))
     return Outcome(
         evidence={

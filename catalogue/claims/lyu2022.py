@@ -90,12 +90,12 @@ def scale_invariance_identities(p: ScaleInvarianceParams, ctx: ClaimContext) -> 
     problem = build_bn_regression(p.scenario, ctx.generator("bn-data"))
     gen = ctx.generator("probe-points")
     w0 = torch.randn(p.scenario.d, generator=gen, dtype=torch.float64)
-    cases = [("bn_linear_regression", Objective(problem.model(w0), problem.data.x, problem.data.y), ["w"])]
+    cases = [("bn_linear_regression", Objective(problem.model(w0), (problem.data.x, problem.data.y)), ["w"])]
     net = mlp(p.bn_net_inputs, (p.bn_net_width,), batchnorm=p.normalized, generator=ctx.generator("bn-net"))
     x = torch.randn(p.bn_net_samples, p.bn_net_inputs, generator=gen, dtype=torch.float64)
     y = torch.randn(p.bn_net_samples, generator=gen, dtype=torch.float64)
     name = "two_layer_bn_net" if p.normalized else "two_layer_net_without_bn"
-    cases.append((name, Objective(net, x, y), ["0.weight", "0.bias"]))
+    cases.append((name, Objective(net, (x, y)), ["0.weight", "0.bias"]))
     rows = []
     for name, obj, invariant in cases:
         for point in range(p.points):

@@ -71,7 +71,7 @@ WHOLE_CUBE = Control(
 
 def _measure(net, data: XorData, seed: int, samples: int = 20000) -> dict[str, float]:
     """Interpolation error, exact Tr ∇²L (dense diagonal), the Lemma 4.1 value and the 0-1 test error."""
-    obj = Objective(net, data.x, data.y)
+    obj = Objective(net, (data.x, data.y))
     trace = ev.hessian_trace(obj, method="exact").value
     grads = []
     for i in range(obj.n):  # per-sample gradients of f, one backward each
@@ -217,7 +217,7 @@ def bias_min_trace_bound(p: XorParams, ctx: ClaimContext) -> Outcome:
     data = _training_data(p, ctx)
     bound = _bias_bound(data)
     closed = 4 * (p.scenario.d + 1) ** 0.5
-    attained = ev.hessian_trace(Objective(bias_generalizer(p.scenario.d), data.x, data.y), method="exact").value
+    attained = ev.hessian_trace(Objective(bias_generalizer(p.scenario.d), (data.x, data.y)), method="exact").value
     return Outcome(
         evidence={
             "bound_from_data": bound,
@@ -328,7 +328,7 @@ def eq5_radius_erratum(p: RadiusParams, ctx: ClaimContext) -> Outcome:
     d = p.scenario.d
     radii = {"printed": (d * d + 1) ** 0.25, "corrected": (d + 1) ** 0.25}
     traces = {
-        name: ev.hessian_trace(Objective(bias_generalizer(d, r), data.x, data.y), method="exact").value
+        name: ev.hessian_trace(Objective(bias_generalizer(d, r), (data.x, data.y)), method="exact").value
         for name, r in radii.items()
     }
     bound = _bias_bound(data)

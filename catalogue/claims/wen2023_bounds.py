@@ -111,7 +111,7 @@ def _search(p: BoundSearchParams, data: XorData, gen: torch.Generator) -> dict:
         lr=p.lr,
     )
     net = TwoLayerNet(found.w, found.b, found.a, simln_eps=eps)
-    dense = ev.hessian_trace(Objective(net, data.x, data.y), method="exact").value
+    dense = ev.hessian_trace(Objective(net, (data.x, data.y)), method="exact").value
     return {
         "bound": bound,
         "smallest_trace": found.smallest_trace,

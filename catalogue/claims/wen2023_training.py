@@ -155,7 +155,7 @@ def _curves(cfg: TrainConfig, logs: dict[str, TrainingLog]) -> list[Figure]:
 def _exact_trace_check(cfg: TrainConfig, ctx: ClaimContext) -> dict[str, float]:
     """Run 0 after 1-SAM: the logged Gauss–Newton trace against the evaluator's Tr ∇²L (Hutch++, 300 HVPs)."""
     nets, log, data = _run(cfg, "sam", ctx)
-    est = hessian_trace(Objective(nets.module(0), data.x, data.y), method="hutch++", samples=300, seed=ctx.seed)
+    est = hessian_trace(Objective(nets.module(0), (data.x, data.y)), method="hutch++", samples=300, seed=ctx.seed)
     return {"gauss_newton": float(log.trace[0, -1]), "hessian_trace": est.value, "hessian_trace_stderr": est.error}
 
 

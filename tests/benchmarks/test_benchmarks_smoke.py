@@ -43,3 +43,12 @@ def test_sgd_benchmark_quick(capsys):
     sgd.main(["--quick"])
     out = capsys.readouterr().out
     assert "written out µs/step" in out and "same bits" in out and "False" not in out
+
+
+def test_scale_benchmark_quick(capsys):
+    """Runs with or without its optional baselines (PyHessian, curvlinops: `pip install -e '.[scale]'`)."""
+    from benchmarks import scale
+
+    scale.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "ours: Lanczos (streamed)" in out and "ours: Hutch++" in out and "single tensor" in out

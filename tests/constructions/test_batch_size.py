@@ -34,7 +34,7 @@ def test_a_pair_shares_its_data_and_start(pair):
 def test_measurements_match_dense_references(pair):
     small, _ = pair
     row = measure_solution(small, (1e-3,))
-    dense = torch.linalg.eigvalsh(Objective(small.model, small.x, small.y).hessian())
+    dense = torch.linalg.eigvalsh(Objective(small.model, (small.x, small.y)).hessian())
     # Lanczos to its default rtol on a 1210-parameter Hessian: 1e-6 relative is far above its residual
     assert row.lambda_max == pytest.approx(float(dense[-1]), rel=1e-6)
     # φ is a maximum over a box that holds θ itself (evaluators' own tests check it against brute force)

@@ -17,7 +17,7 @@ def problem(gen):
 
 def test_scale_invariance_holds_for_bn_and_not_for_least_squares(problem, gen):
     w = torch.randn(12, generator=gen, dtype=torch.float64)
-    obj = Objective(problem.model(w), problem.data.x, problem.data.y)
+    obj = Objective(problem.model(w), (problem.data.x, problem.data.y))
     errors = bn_dynamics.scale_invariance_errors(obj, ["w"], obj.theta, 7.0)
     assert max(errors.values()) < 1e-10
     bn = bn_dynamics.effective_lr_errors(problem.loss_and_grad, w, 0.1, 0.01, 20)

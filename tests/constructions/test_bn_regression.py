@@ -14,7 +14,7 @@ def test_closed_form_matches_autograd(gen):
     w = torch.randn(3, 20, generator=gen, dtype=torch.float64)
     loss, grad = problem.loss_and_grad(w)
     for i in range(3):
-        obj = Objective(problem.model(w[i]), problem.data.x, problem.data.y)
+        obj = Objective(problem.model(w[i]), (problem.data.x, problem.data.y))
         ref_loss, ref_grad = obj.loss_and_grad(obj.theta)
         assert abs(float(loss[i]) - ref_loss) <= 1e-13 * ref_loss
         assert torch.allclose(grad[i], ref_grad, rtol=1e-11, atol=1e-14)

@@ -26,7 +26,7 @@ def test_the_searched_trace_is_the_evaluators_dense_trace(rng, c):
     a, theta, log_t = rng.standard_normal(m), rng.standard_normal((m, d)), rng.standard_normal(m)
     searched = flattest._dense_trace_on_orbit(torch.tensor(a), torch.tensor(theta), x, y, c)(torch.tensor(log_t))
     t = np.exp(log_t)
-    obj = Objective(flattest.HomogeneousNet(a * t ** (-c), theta * t[:, None], c), x, y)
+    obj = Objective(flattest.HomogeneousNet(a * t ** (-c), theta * t[:, None], c), (x, y))
     assert float(searched) == pytest.approx(ev.hessian_trace(obj, method="exact").value, rel=1e-12)
 
 

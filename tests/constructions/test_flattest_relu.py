@@ -32,7 +32,7 @@ def test_upsilon_is_the_hessian_trace_of_the_balanced_net():
     assert np.allclose(found.predict(x), y, atol=1e-9)
     w1, w2 = found.balanced_weights(x)
     net = TwoLayerNet(torch.from_numpy(w1), None, torch.from_numpy(w2))
-    dense = ev.hessian_trace(Objective(net, torch.from_numpy(x), torch.from_numpy(y)), method="exact").value
+    dense = ev.hessian_trace(Objective(net, (torch.from_numpy(x), torch.from_numpy(y))), method="exact").value
     # exact at an interpolator up to the residual term (2/n)Σ r_i ∇²f_i, r_i ≈ 1e-14: rel 1e-9 is round-off
     assert dense == pytest.approx(found.upsilon, rel=1e-9)
 

@@ -27,7 +27,7 @@ def test_every_grid_point_once_and_reproducible(members):
 def test_sharpness_is_the_m_sharpness_of_the_trained_net(members):
     """The recorded value is evaluators.adaptive_sharpness on the member's own training set, batch by batch."""
     run = train_variants(TINY, {"a": {"lr": 0.1, "batch_size": 8, "sam_rho": 0.0}}, 1, 2)["a"]
-    expected = adaptive_sharpness(Objective(run.model, run.x, run.y), SETTINGS.rho, norm="linf", batch_size=16)
+    expected = adaptive_sharpness(Objective(run.model, (run.x, run.y)), SETTINGS.rho, norm="linf", batch_size=16)
     assert members[0].sharpness == pytest.approx(expected.value, rel=1e-12)
     assert all(m.sharpness >= 0 for m in members)  # a lower bound on a maximum over a ball containing 0
 

@@ -14,7 +14,7 @@ from constructions.multi_index import (
     teacher_dictionary,
 )
 from constructions.specs import MultiIndexSpec
-from evaluators import symmetry_minimized_trace
+from evaluators import min_trace_over_rescalings
 
 
 @pytest.mark.parametrize("link, m_star", [("single_index", 1), ("sum_single_index", 3), ("product", 2)])
@@ -34,8 +34,8 @@ def test_interpolators_interpolate_and_upsilon_is_consistent(gen, c):
     for directions in (misaligned_directions(p, 48, 0.0, gen), random_directions(p, 48, gen)):
         interp = flattest_on_directions(p, directions)
         assert np.allclose(interp.predict(p.x, c), p.y, atol=1e-8)
-        assert interp.upsilon == pytest.approx(symmetry_minimized_trace(interp.a, interp.theta, p.x, c), rel=1e-9)
-    assert teacher.upsilon == pytest.approx(symmetry_minimized_trace(teacher.a, teacher.theta, p.x, c), rel=1e-12)
+        assert interp.upsilon == pytest.approx(min_trace_over_rescalings(interp.a, interp.theta, p.x, c), rel=1e-9)
+    assert teacher.upsilon == pytest.approx(min_trace_over_rescalings(teacher.a, teacher.theta, p.x, c), rel=1e-12)
 
 
 def test_misaligned_directions_have_the_stated_overlap(gen):

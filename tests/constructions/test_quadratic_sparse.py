@@ -22,7 +22,7 @@ SMALL = SparseRegressionSpec(n=12, d=20, k=2)
 
 
 def _dense_trace(u, v, data, power=2):
-    obj = Objective(as_module(u, v, power), torch.tensor(data.x), torch.tensor(data.y))
+    obj = Objective(as_module(u, v, power), (torch.tensor(data.x), torch.tensor(data.y)))
     return float(torch.trace(obj.hessian()))
 
 

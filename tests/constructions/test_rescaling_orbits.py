@@ -21,7 +21,7 @@ def test_log_grid_is_rounded_logspace():
 
 def test_scaling_vector_marks_the_two_blocks(trained):
     net, data, _ = trained
-    d = orbits.scaling_vector(Objective(net, data.x, data.y), 0, 3.0)
+    d = orbits.scaling_vector(Objective(net, (data.x, data.y)), 0, 3.0)
     assert (d == 3.0).sum() == 4 * 3 + 4  # first layer's weight and bias ×α
     assert (d == 1 / 3.0).sum() == 4  # the output layer's weight ×1/α; its bias unscaled
     assert (d == 1.0).sum() == 1

@@ -32,7 +32,7 @@ def test_the_flattest_output_layer_interpolates_at_the_dense_hessian_trace(simln
     w, b = torch.randn(10, 3, generator=g, dtype=torch.float64), torch.randn(10, generator=g, dtype=torch.float64)
     a, trace = flattest_output_layer(w, b, x, y, simln_eps)
     net = TwoLayerNet(w, b, a, simln_eps=simln_eps)
-    obj = Objective(net, x, y)
+    obj = Objective(net, (x, y))
     assert float(obj.loss()) < 1e-24  # an interpolator up to round-off
     # at an interpolator the dense Hessian's trace is the Gauss–Newton trace; 1e-9: the ridge's O(1e-12 ‖a‖²)
     assert float(trace) == pytest.approx(hessian_trace(obj, method="exact").value, rel=1e-9)
@@ -48,7 +48,7 @@ def test_the_flattest_output_layer_is_the_constrained_minimum():
     null = torch.linalg.svd(phi).Vh[len(x) :]  # rows span {v: Φv = 0}
     for k in range(len(null)):
         moved = TwoLayerNet(w, b, a + 0.1 * null[k])
-        assert hessian_trace(Objective(moved, x, y), method="exact").value >= float(trace) - 1e-9
+        assert hessian_trace(Objective(moved, (x, y)), method="exact").value >= float(trace) - 1e-9
 
 
 def test_no_interpolator_found_is_flatter_than_the_bias_bound_but_the_unconstrained_search_is():
@@ -59,7 +59,7 @@ def test_no_interpolator_found_is_flatter_than_the_bias_bound_but_the_unconstrai
     )
     assert found.residual <= 1e-20 and found.starts == 3 and len(found.trace_per_start) == 3
     net = TwoLayerNet(found.w, found.b, found.a)
-    assert found.smallest_trace == pytest.approx(hessian_trace(Objective(net, x, y), method="exact").value, rel=1e-9)
+    assert found.smallest_trace == pytest.approx(hessian_trace(Objective(net, (x, y)), method="exact").value, rel=1e-9)
     assert found.smallest_trace >= bound - 1e-9
     # the control: without the constraint the same descent goes far below the bound
     assert search_without_interpolation(x, y, 8, generator=torch.Generator().manual_seed(4), steps=100) < bound / 2

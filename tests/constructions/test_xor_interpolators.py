@@ -32,7 +32,7 @@ def test_the_projection_interpolates_and_moves_little(arch):
 def test_the_trace_there_is_the_dense_hessian_trace():
     nets, x, y = _near("bias")
     exact, _, _ = nearest_interpolator(nets, x, y)
-    dense = ev.hessian_trace(Objective(exact.module(0), x, y), method="exact").value
+    dense = ev.hessian_trace(Objective(exact.module(0), (x, y)), method="exact").value
     # at an exact interpolator Tr ∇²L is the Gauss–Newton trace (Lemma 4.1); residual 1e-12: round-off
     assert float(gauss_newton_trace(exact, x)[0]) == pytest.approx(dense, rel=1e-9)
 

@@ -77,7 +77,7 @@ def test_gd_weight_decay_step_matches_the_objective_gradient(arch, data, gen):
     nets = init_xor_nets(arch, RUNS, WIDTH, D, gen)
     expected = []
     for r in range(RUNS):
-        obj = Objective(nets.module(r), data.x, data.y)
+        obj = Objective(nets.module(r), (data.x, data.y))
         expected.append(obj.unflatten(obj.theta - 0.1 * (obj.grad() + 0.05 * obj.theta)))
     gd_weight_decay_step(nets, data.x, data.y, lr=0.1, weight_decay=0.05)
     for name, t in zip(("w1", "b1", "w2", "gamma"), (nets.w1, nets.b1, nets.w2, nets.gamma), strict=True):
@@ -90,7 +90,7 @@ def test_gauss_newton_trace_matches_the_dense_jacobian(arch, data, gen):
     nets = init_xor_nets(arch, RUNS, WIDTH, D, gen)
     gn = gauss_newton_trace(nets, data.x)
     for r in range(RUNS):
-        obj = Objective(nets.module(r), data.x, data.y)
+        obj = Objective(nets.module(r), (data.x, data.y))
         jac = torch.autograd.functional.jacobian(obj.forward, obj.theta)
         torch.testing.assert_close(gn[r], 2.0 / N * jac.pow(2).sum(), rtol=1e-12, atol=0)
         if arch in ("nobias", "bias"):  # f bilinear per activation pattern: GN trace = Hessian trace everywhere
@@ -100,7 +100,7 @@ def test_gauss_newton_trace_matches_the_dense_jacobian(arch, data, gen):
 def test_gauss_newton_trace_is_the_hessian_trace_at_an_interpolator(data):
     net = simln_memorizer(data)
     nets = XorNets("simln", net.w1.detach()[None], net.b1.detach()[None], net.w2.detach()[None], None, net.simln_eps)
-    hess = Objective(net, data.x, data.y).hessian()
+    hess = Objective(net, (data.x, data.y)).hessian()
     torch.testing.assert_close(gauss_newton_trace(nets, data.x)[0], torch.trace(hess), rtol=1e-10, atol=0)
 
 
@@ -111,7 +111,7 @@ def test_simbn_hessian_reference_agrees_with_finite_differences(data, gen):
     on the trace leaves two orders of margin.
     """
     nets = init_xor_nets("simbn", 1, WIDTH, D, gen)
-    obj = Objective(nets.module(0), data.x, data.y)
+    obj = Objective(nets.module(0), (data.x, data.y))
     h, theta = 1e-5, obj.theta
     eye = torch.eye(obj.num_params, dtype=torch.float64)
     fd = torch.stack([(obj.grad(theta + h * e) - obj.grad(theta - h * e)) / (2 * h) for e in eye])

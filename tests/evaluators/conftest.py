@@ -38,7 +38,7 @@ def make_objective(case: str, n: int = 12, seed: int = 0) -> Objective:
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(n, 4, generator=g, dtype=torch.float64)
     y = torch.randn(n, cfg["outputs"], generator=g, dtype=torch.float64)
-    return Objective(model, x, y)
+    return Objective(model, (x, y))
 
 
 def reference_hessian(obj: Objective, theta: torch.Tensor | None = None) -> torch.Tensor:

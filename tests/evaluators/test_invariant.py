@@ -58,7 +58,7 @@ def test_pacbayes_loss_metric_matches_quadratic_closed_form():
     # Linear least squares is exactly quadratic: mean_j L(θ + σz_j) − L(θ) = σ a + σ² b.
     g = torch.Generator().manual_seed(2)
     x = torch.randn(30, 5, generator=g, dtype=torch.float64)
-    obj = Objective(nn.Linear(5, 1, bias=False), x, torch.randn(30, generator=g, dtype=torch.float64))
+    obj = Objective(nn.Linear(5, 1, bias=False), (x, torch.randn(30, generator=g, dtype=torch.float64)))
     est = pacbayes_flatness(obj, metric="loss", target=0.1, samples=16, seed=3, iterations=60)
     z = torch.randn(16, obj.num_params, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     grad, hess = obj.grad(), reference_hessian(obj)
@@ -73,7 +73,7 @@ def test_pacbayes_loss_metric_matches_quadratic_closed_form():
 def test_pacbayes_magnitude_aware_and_error_metric():
     base = make_objective("relu-bias-1out", n=40)
     with torch.no_grad():
-        obj = Objective(base.module, base.inputs, base.forward())  # zero training error by construction
+        obj = Objective(base.module, (base.inputs, base.forward()))  # zero training error by construction
     plain = pacbayes_flatness(obj, samples=8)
     aware = pacbayes_flatness(obj, magnitude_aware=True, samples=8)
     for est in (plain, aware):
@@ -84,7 +84,7 @@ def test_pacbayes_magnitude_aware_and_error_metric():
 def test_norm_baselines():
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False)).double()
-    obj = Objective(model, torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 2, dtype=torch.float64))
+    obj = Objective(model, (torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 2, dtype=torch.float64)))
     w1, w2 = model[0].weight.detach(), model[2].weight.detach()
     paths = sum(float(w2[o, h] * w1[h, i]) ** 2 for o, h, i in itertools.product(range(2), range(4), range(3)))
     assert path_norm(obj).value == pytest.approx(paths**0.5, rel=1e-12)
@@ -105,7 +105,7 @@ def test_pacbayes_reports_a_one_sided_interval_when_the_target_is_never_crossed(
 def test_relative_flatness_layer_input_path_equals_column_path(case):
     # Without BatchNorm a Linear weight takes the one-product-per-neuron path; the (in_features)²
     # quadratic forms it replaces must give the same number (to round-off of the summation order).
-    from evaluators.invariant import _relative_flatness_by_columns
+    from evaluators.relative_flatness import _relative_flatness_by_columns
 
     obj = make_objective(case)
     for name in obj.parameter_groups()["weights"]:

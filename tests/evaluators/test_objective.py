@@ -71,7 +71,7 @@ def test_evaluators_never_mutate_the_model(train_flag):
     x, y = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, 1, dtype=torch.float64)
     results = []
     for _ in range(2):
-        obj = Objective(model, x, y)
+        obj = Objective(model, (x, y))
         results.append((hessian_top_eigenvalue(obj).value, hessian_trace(obj).value, float(obj.loss())))
     after = model.state_dict()
     assert model.training is train_flag
@@ -84,14 +84,14 @@ def test_batchnorm_uses_batch_statistics_even_in_eval_mode():
     x, y = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, 1, dtype=torch.float64)
     with torch.no_grad():
         train_out = copy.deepcopy(model).train()(x)
-    assert torch.allclose(Objective(model, x, y).forward(), train_out)
+    assert torch.allclose(Objective(model, (x, y)).forward(), train_out)
 
 
 def test_batch_size_averages_batch_losses():
     model = make_model(bn=True)
     x, y = torch.randn(12, 4, dtype=torch.float64), torch.randn(12, 1, dtype=torch.float64)
-    full = Objective(model, x, y, batch_size=4)
-    parts = [Objective(model, x[i : i + 4], y[i : i + 4]).loss() for i in (0, 4, 8)]
+    full = Objective(model, (x, y), batch_size=4)
+    parts = [Objective(model, (x[i : i + 4], y[i : i + 4])).loss() for i in (0, 4, 8)]
     assert torch.allclose(full.loss(), torch.stack(parts).mean(), rtol=1e-14)
 
 
@@ -99,12 +99,12 @@ def test_cross_entropy_and_errors():
     model = make_model(outputs=3)
     x = torch.randn(9, 4, dtype=torch.float64)
     y = torch.tensor([0, 1, 2] * 3)
-    obj = Objective(model, x, y, loss="cross_entropy")
+    obj = Objective(model, (x, y), loss="cross_entropy")
     assert torch.allclose(obj.loss(), nn.functional.cross_entropy(model(x), y), rtol=1e-14)
     with pytest.raises(ValueError, match="loss must be"):
-        Objective(model, x, y, loss="hinge")
+        Objective(model, (x, y), loss="hinge")
     with pytest.raises(ValueError, match="disagree on n"):
-        Objective(model, x, y[:3], loss="cross_entropy")
+        Objective(model, (x, y[:3]), loss="cross_entropy")
 
 
 def test_hvp_cache_sees_in_place_changes_through_numpy():
@@ -124,4 +124,4 @@ def test_inputs_are_read_only_and_batchnorm_batches_of_one_rejected():
     model = make_model(bn=True)
     x, y = torch.randn(11, 4, dtype=torch.float64), torch.randn(11, 1, dtype=torch.float64)
     with pytest.raises(ValueError, match="last batch of 1"):
-        Objective(model, x, y, batch_size=5)
+        Objective(model, (x, y), batch_size=5)

@@ -31,7 +31,7 @@ def two_param() -> Objective:
     g = torch.Generator().manual_seed(5)
     x = torch.randn(20, 1, generator=g, dtype=torch.float64)
     y = torch.sin(2 * x[:, 0])
-    return Objective(TwoParam(), x, y)
+    return Objective(TwoParam(), (x, y))
 
 
 def grid_max(obj: Objective, offsets: np.ndarray) -> float:
@@ -119,7 +119,7 @@ def test_adaptive_average_interval_covers_quadrature(two_param):
 def test_adaptive_abs_scale_is_invariant_under_layer_rescaling():
     model = make_model(act="relu", bias=True, outputs=1, d=4, width=6)
     x, y = torch.randn(16, 4, dtype=torch.float64), torch.randn(16, 1, dtype=torch.float64)
-    obj = Objective(model, x, y)
+    obj = Objective(model, (x, y))
     alpha = 7.0
     theta = obj.theta.clone()
     for name, factor in (("0.weight", alpha), ("0.bias", alpha), ("2.weight", 1 / alpha)):
@@ -142,7 +142,7 @@ def test_adaptive_batches_average_per_batch_values(two_param):
 def test_spherical_sharpness_is_lambda1_on_the_sphere():
     model = make_model(bn=True, width=5)
     x, y = torch.randn(12, 4, dtype=torch.float64), torch.randn(12, 1, dtype=torch.float64)
-    obj = Objective(model, x, y)
+    obj = Objective(model, (x, y))
     names = ["0.weight", "0.bias"]
     idx = torch.cat([torch.arange(obj.num_params)[obj.param_slice(n)] for n in names])
     theta = obj.theta.clone()

@@ -20,7 +20,7 @@ def wide_objective(case: str) -> Objective:
     g = torch.Generator().manual_seed(4)
     x = torch.randn(20, 4, generator=g, dtype=torch.float64)
     y = torch.randn(20, cfg["outputs"], generator=g, dtype=torch.float64)
-    return Objective(model, x, y)
+    return Objective(model, (x, y))
 
 
 @pytest.mark.parametrize("dense", [True, False], ids=["dense-path", "lanczos-path"])
@@ -53,7 +53,7 @@ def test_lambda1_is_largest_algebraic_on_indefinite_hessian():
         return out**2 * torch.from_numpy(np.sign(diag)).to(out) * len(diag)
 
     x = torch.diag(torch.from_numpy(np.sqrt(np.abs(diag))))
-    obj = Objective(Quadratic(p), x, torch.zeros(p, dtype=torch.float64), loss=loss)
+    obj = Objective(Quadratic(p), (x, torch.zeros(p, dtype=torch.float64)), loss=loss)
     obj = obj.with_params(torch.ones(p, dtype=torch.float64))
     lanczos = hessian_top_eigenvalue(obj, rtol=1e-10)
     assert lanczos.value == pytest.approx(2.0, rel=1e-8)

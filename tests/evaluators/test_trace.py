@@ -53,7 +53,7 @@ def test_hutch_plus_plus_beats_hutchinson_on_low_rank_hessian():
     # Linear least squares: H = (2/n) XᵀX has rank n = 8 < the 20 sketch vectors, so Hutch++'s
     # deflated part is zero and only round-off remains.
     x = torch.randn(8, 60, dtype=torch.float64)
-    obj = Objective(nn.Linear(60, 1, bias=False), x, torch.randn(8, dtype=torch.float64))
+    obj = Objective(nn.Linear(60, 1, bias=False), (x, torch.randn(8, dtype=torch.float64)))
     true = torch.trace(reference_hessian(obj)).item()
     err = {
         m: np.mean([abs(hessian_trace(obj, method=m, samples=60, seed=s).value - true) for s in range(20)])
@@ -79,7 +79,7 @@ def test_identity_with_activation_after_output_and_leaky_relu():
     torch.manual_seed(3)
     model = nn.Sequential(nn.Linear(4, 6), nn.LeakyReLU(0.1), nn.Linear(6, 2), nn.ReLU()).double()
     x = torch.randn(10, 4, dtype=torch.float64)
-    obj = Objective(model, x, torch.randn(10, 2, dtype=torch.float64))
+    obj = Objective(model, (x, torch.randn(10, 2, dtype=torch.float64)))
     true = torch.trace(reference_hessian(obj)).item()
     est = hessian_trace(obj, method="exact")
     assert est.extra["method"] == "gradient-norm identity"
@@ -92,7 +92,7 @@ def test_a_callable_named_mse_is_not_taken_for_the_builtin():
     def mse(out, y):  # half the built-in loss: the identity's factor 2/n would be wrong
         return 0.5 * ((out - y.reshape(out.shape)) ** 2).sum(dim=1)
 
-    obj = Objective(base.module, base.inputs, base.targets, loss=mse)
+    obj = Objective(base.module, (base.inputs, base.targets), loss=mse)
     assert not supports_exact_identity(obj)
     assert hessian_trace(obj, method="exact").value == pytest.approx(
         torch.trace(reference_hessian(obj)).item(), rel=1e-9
@@ -101,6 +101,6 @@ def test_a_callable_named_mse_is_not_taken_for_the_builtin():
 
 def test_auto_with_batch_size_uses_a_method_that_applies():
     base = make_objective("relu-bias-1out", n=12)
-    obj = Objective(base.module, base.inputs, base.targets, batch_size=4)
+    obj = Objective(base.module, (base.inputs, base.targets), batch_size=4)
     est = hessian_trace(obj, method="auto")
     assert est.value == pytest.approx(torch.trace(reference_hessian(obj)).item(), rel=1e-9)
