@@ -28,6 +28,7 @@ within 1.2× curvlinops' time; the streamed product's memory flat in n within 10
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -132,10 +133,9 @@ def _lambda_baselines(net: nn.Module, loader: DataLoader) -> dict:
     if pyhessian is not None:
 
         def power():
-            counter = _count_products(pyhessian, "dataloader_hv_product")
-            with _default_dtype(torch.float64):
+            with _pyhessian_run(pyhessian) as calls:
                 values, _ = pyhessian(net, mse_mean, dataloader=loader, cuda=False).eigenvalues(maxIter=200, tol=1e-6)
-            return float(values[0]), counter()
+            return float(values[0]), calls[0]
 
         found["PyHessian: power iteration"] = power
     try:
@@ -146,57 +146,44 @@ def _lambda_baselines(net: nn.Module, loader: DataLoader) -> dict:
 
     def lanczos():
         op = HessianLinearOperator(net, mse_mean, list(net.parameters()), list(loader)).to_scipy()
-        counted = _CountedOperator(op)
+        counted, calls = _counted(op)
         value = eigsh(counted, k=1, which="LA", tol=1e-6)[0][0]
-        return float(value), counted.count
+        return float(value), calls[0]
 
     found["curvlinops + scipy eigsh"] = lanczos
     return found
 
 
-class _CountedOperator:
-    """A scipy operator that counts its products."""
+def _counted(op) -> tuple:
+    """``op`` as a scipy operator that counts its products, and the count (a one-item list)."""
+    from scipy.sparse.linalg import LinearOperator
 
-    def __init__(self, op):
-        from scipy.sparse.linalg import LinearOperator
+    calls = [0]
 
-        self.count = 0
+    def matvec(v):
+        calls[0] += 1
+        return op @ v
 
-        def matvec(v):
-            self.count += 1
-            return op @ v
-
-        self.op = LinearOperator(op.shape, matvec=matvec, dtype=np.float64)
-
-    def __getattr__(self, name):
-        return getattr(self.op, name)
+    return LinearOperator(op.shape, matvec=matvec, dtype=np.float64), calls
 
 
-def _count_products(module, name: str):
-    """Count calls of ``module.<name>`` from now on; returns the reader."""
-    calls = {"n": 0}
-    original = getattr(module, name)
+@contextlib.contextmanager
+def _pyhessian_run(pyhessian):
+    """Counts PyHessian's products while it runs, in float64: it draws its probes with the default
+    dtype, which must match the float64 model. Yields the count (a one-item list); restores both."""
+    calls, original, dtype = [0], pyhessian.dataloader_hv_product, torch.get_default_dtype()
 
     def counting(self, *args, **kwargs):
-        calls["n"] += 1
+        calls[0] += 1
         return original(self, *args, **kwargs)
 
-    setattr(module, name, counting)
-    return lambda: calls["n"]
-
-
-class _default_dtype:
-    """PyHessian draws its probes with the default dtype: float64 while it runs on a float64 model."""
-
-    def __init__(self, dtype):
-        self.dtype = dtype
-
-    def __enter__(self):
-        self.previous = torch.get_default_dtype()
-        torch.set_default_dtype(self.dtype)
-
-    def __exit__(self, *exc):
-        torch.set_default_dtype(self.previous)
+    pyhessian.dataloader_hv_product = counting
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield calls
+    finally:
+        pyhessian.dataloader_hv_product = original
+        torch.set_default_dtype(dtype)
 
 
 # ------------------------------------------------------------------------------------------ trace
@@ -227,10 +214,9 @@ def trace_rows(kind: str, size: Size) -> list[list]:
         return [*rows, [kind, "reference", None, None, reference, None, ref_se]]
 
     def hutchinson():
-        counter = _count_products(pyhessian, "dataloader_hv_product")
-        with _default_dtype(torch.float64):
+        with _pyhessian_run(pyhessian) as calls:
             samples = pyhessian(net, mse_mean, dataloader=loader, cuda=False).trace(maxIter=size.budget, tol=0.0)
-        return float(np.mean(samples)), float(np.std(samples, ddof=1) / np.sqrt(len(samples))), counter()
+        return float(np.mean(samples)), float(np.std(samples, ddof=1) / np.sqrt(len(samples))), calls[0]
 
     (value, se, hvps), secs = _timed(hutchinson)
     rows.append([kind, "PyHessian: Hutchinson", hvps, secs, value, abs(value - reference) / abs(reference), se])
