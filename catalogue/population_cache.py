@@ -9,6 +9,11 @@ an edit to the trainer, a construction, an evaluator or the panel retrains, an e
 catalogue (this cache, a claim, the report) does not. A rerun or a larger grid trains only what is
 new. The seeds of a member are derived here, from its spec hash and the user seed, so a model is
 the same in every grid that contains it.
+
+Not ``joblib.Memory`` (installed with scikit-learn): it keys a call on the cached function's own
+source and arguments, so an edit to the trainer or an evaluator that the row imports would not
+invalidate it, and it stores pickles; a row here is keyed on the whole import closure and stored as
+JSON that is committed beside the records, where a reader can diff and verify it.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from catalogue.claim import ClaimContext
 from catalogue.kernels import PINNED
 from catalogue.parallel import map_unordered
 from catalogue.versions import versions
+from constructions.population_grids import data_axes
 from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, measure_member
 from constructions.populations import Population, task_of
-from evaluators.scores import grid_completeness, included, measure_failures, score_population
+from evaluators.scores import grid_completeness, included, measure_failures, score_fixed_data, score_population
 
 __all__ = [
     "evaluate_population",
@@ -43,6 +49,7 @@ __all__ = [
     "stored_weights",
     "population_table",
     "population_scores",
+    "fixed_data_scores",
 ]
 
 _MEMO: dict[str, dict[str, Any]] = {}
@@ -181,6 +188,28 @@ def population_scores(rows: Sequence[dict], hyperparameters: Sequence[str], seed
     return _cached_scores(key, rows_json, tuple(hyperparameters), seed, resamples)
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_fixed_data_scores(
+    key: str, rows_json: str, hyperparameters: tuple[str, ...], axes: tuple[str, ...], seed: int, resamples: int
+):
+    rows = json.loads(rows_json, parse_constant=float)
+    out = {}
+    for column in MEASURES:
+        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"fixed-data:{column}"))
+        out[column] = score_fixed_data(rows, hyperparameters, axes, column, rng, resamples)
+    return out
+
+
+def fixed_data_scores(
+    rows: Sequence[dict], hyperparameters: Sequence[str], axes: Sequence[str], seed: int, resamples: int
+) -> dict:
+    """Every measure's :class:`evaluators.scores.FixedDataScores` (the bootstrap seeded as in
+    :func:`population_scores`, on a stream of its own)."""
+    rows_json = json.dumps(list(rows), allow_nan=True, sort_keys=True)
+    key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
+    return _cached_fixed_data_scores(key, rows_json, tuple(hyperparameters), tuple(axes), seed, resamples)
+
+
 def evaluate_population(
     population: Population,
     name: str,
@@ -192,12 +221,13 @@ def evaluate_population(
     oracle_measure: str | None = None,
     shuffled_measures: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A population's rows, its included models, their scores (none below ``min_models``), a summary
+    """A population's rows, its included models, their scores and fixed-data scores (none below
+    ``min_models``), its hyperparameters and data axes, a summary
     and, with an artifacts directory, its per-model CSV. The controls act on the included models:
     ``oracle_measure`` takes each model's gap as its value, ``shuffled_measures`` are permuted across
     models (seeded by the population's name)."""
     rows = measure_population(population, name, ctx, rescale_max=rescale_max)
-    hyper = population.hyperparameters
+    hyper, axes = population.hyperparameters, data_axes(population)
     kept = included(rows)
     if oracle_measure is not None:
         kept = [{**row, oracle_measure: row["gap"]} for row in kept]
@@ -213,13 +243,20 @@ def evaluate_population(
     return {
         "rows": rows,
         "kept": kept,
+        "hyperparameters": hyper,
+        "data_axes": axes,
         "scores": population_scores(kept, hyper, ctx.seed, resamples) if len(kept) >= min_models else {},
+        "fixed_data_scores": (
+            fixed_data_scores(kept, hyper, axes, ctx.seed, resamples) if len(kept) >= min_models else {}
+        ),
         "summary": {
             "models": len(rows),
             "included": len(kept),
             "excluded": len(rows) - len(kept),
             "diverged": sum(bool(r["diverged"]) for r in rows),
             "grid_complete_after_exclusion": complete,
+            "data_axes": list(axes),
+            "data_cells": len({tuple(r[a] for a in axes) for r in kept}),
             "max_rescale_function_change": max((r["rescale_function_change"] for r in kept), default=math.nan),
             "measure_failures": measure_failures(rows),
             "table": None if csv_path is None else str(csv_path),

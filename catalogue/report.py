@@ -593,8 +593,9 @@ def _leaderboard_section(leaderboard, figure_dir: Path, report_dir: Path) -> lis
         "## Measure leaderboard",
         "",
         "Kendall τ with the generalization gap (95% bootstrap CI), granulated Ψ and conditional MI of every measure "
-        f"on every population, from {_link(LEADERBOARD[0])} (its section has the definitions, the scatter plots and "
-        "the per-model tables). A table, not a claim: it cannot be refuted.",
+        f"on every population, on fixed data (models compared only with models trained on the same data), from "
+        f"{_link(LEADERBOARD[0])} (its section has the definitions, the scatter plots and the per-model tables). A "
+        "table, not a claim: it cannot be refuted.",
         "",
         *figure,
         tabulate(rows, headers=table.headers, tablefmt="github"),

@@ -12,7 +12,8 @@ For one measure (:mod:`catalogue.user_measures`), three parts, each with a one-l
   standard errors for Monte Carlo estimates); on the one-function pair, *fooled* when the two
   parametrizations get values more than ``invariant_rtol`` apart;
 * **benchmark**: Kendall τ with the gap (95% bootstrap CI), granulated Ψ and CMI on each population
-  of ``benchmark.sharpness-predicts-gap`` (same members, seeds and bootstrap draws), beside the
+  of ``benchmark.sharpness-predicts-gap``, on fixed data as its leaderboard scores them (and pooled
+  over the data axes, for reference; same members, seeds and bootstrap draws), beside the
   panel's measures, from the stored rows, and the user's measure on the stored trained weights
   (a member without stored weights is trained again from its seeds, the same model, and its
   weights are stored beside its row for the next measure).
@@ -41,15 +42,22 @@ from catalogue import registry, seeding
 from catalogue.atomic import atomic_write_bytes, atomic_write_text
 from catalogue.claim import ClaimContext, jsonable
 from catalogue.parallel import Execution, map_unordered
-from catalogue.population_cache import measure_population, member_task, population_scores, stored_weights
+from catalogue.population_cache import (
+    fixed_data_scores,
+    measure_population,
+    member_task,
+    population_scores,
+    stored_weights,
+)
 from catalogue.runner import Job
 from catalogue.user_measures import load_measure
 from constructions.counterexamples import counterexample_pairs
 from constructions.invariance_audit import SYMMETRIES, audit_measures
+from constructions.population_grids import data_axes
 from constructions.population_rows import MEASURES, one_thread, stored_member, trained_member
 from evaluators import Objective
 from evaluators.panel import Measure
-from evaluators.scores import included, score_population
+from evaluators.scores import included, score_fixed_data, score_population
 
 __all__ = ["ScoreSettings", "score_measures"]
 
@@ -247,24 +255,31 @@ def _member_values(population, kept, measure: Measure, ctx: ClaimContext, rescal
 
 
 def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
-    """τ, Ψ and CMI of the measure on each population, and its rank among the panel's by |τ|."""
+    """τ, Ψ and CMI of the measure on each population, on fixed data as the leaderboard scores (and
+    pooled over the data axes, for reference), and its rank among the panel's by |τ|."""
     p, ctx = _context(BENCHMARK_CLAIM, settings, artifacts=settings.records)
     out = {}
     for name, population in (settings.populations or p.populations).items():
         rows = measure_population(population, name, ctx, rescale_max=p.rescale_max)
-        hyper = population.hyperparameters
+        hyper, axes = population.hyperparameters, data_axes(population)
         kept = included(rows)
-        builtin = population_scores(kept, hyper, ctx.seed, p.resamples)
+        builtin = fixed_data_scores(kept, hyper, axes, ctx.seed, p.resamples)
         column = measure.name
         if column in MEASURES:  # a panel measure: its scores are the leaderboard's
-            scores, failures = builtin[column], []
-        else:  # the bootstrap seeded as population_scores seeds a panel column's
+            scores, pooled, failures = (
+                builtin[column],
+                population_scores(kept, hyper, ctx.seed, p.resamples)[column],
+                [],
+            )
+        else:  # the bootstraps seeded as population_cache seeds a panel column's
             values = _member_values(population, kept, measure, ctx, p.rescale_max)
             kept = [{**row, column: values[row["key"]]["value"]} for row in kept]
             failures = [values[r["key"]]["failure"] for r in kept if values[r["key"]]["failure"]]
             key = seeding.spec_hash({"models": [r["spec_hash"] for r in kept]})
+            rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"fixed-data:{column}"))
+            scores = score_fixed_data(kept, hyper, axes, column, rng, p.resamples)
             rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"bootstrap:{column}"))
-            scores = score_population(kept, hyper, column, rng, p.resamples)
+            pooled = score_population(kept, hyper, column, rng, p.resamples)
         others = {m: s.tau[0] for m, s in builtin.items() if m != column and math.isfinite(s.tau[0])}
         rank = 1 + sum(abs(t) > abs(scores.tau[0]) for t in others.values()) if math.isfinite(scores.tau[0]) else None
         out[name] = {
@@ -273,6 +288,13 @@ def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
             "psi": scores.psi.psi,
             "cmi": scores.cmi.value,
             "models": scores.models,
+            "data_axes": list(axes),
+            "pooled": {
+                "tau": pooled.tau[0],
+                "tau_ci": [pooled.tau[1], pooled.tau[2]],
+                "psi": pooled.psi.psi,
+                "cmi": pooled.cmi.value,
+            },  # fmt: skip
             "rank_by_abs_tau": rank,
             "of": len(others) + 1,
             "failures": failures[:5],
@@ -280,7 +302,7 @@ def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
             "builtin_tau": {m: list(s.tau) for m, s in builtin.items()},
         }
     ranks = [f"{n}: τ {v['tau']:+.2f}, rank {v['rank_by_abs_tau']}/{v['of']}" for n, v in out.items()]
-    return {"populations": out, "verdict": "; ".join(ranks) + f" ({settings.mode} mode)"}
+    return {"populations": out, "verdict": "; ".join(ranks) + f" ({settings.mode} mode, on fixed data)"}
 
 
 def _slug(name: str) -> str:
@@ -337,12 +359,15 @@ def _markdown(card: dict[str, Any]) -> list[str]:
             f"{v['psi']:+.3f}",
             f"{v['cmi']:.3f}",
             f"{v['rank_by_abs_tau']}/{v['of']}",
+            f"{v['pooled']['tau']:+.3f} [{v['pooled']['tau_ci'][0]:+.3f}, {v['pooled']['tau_ci'][1]:+.3f}]",
             v["models"],
             v["failed_models"],
         ]
         for name, v in bench["populations"].items()
     ]
-    headers = ["population", "τ with the gap [95% CI]", "Ψ", "CMI", "rank by |τ|", "models", "failed"]
+    headers = [
+        "population", "τ on fixed data [95% CI]", "Ψ", "CMI", "rank by |τ|", "τ pooled [95% CI]", "models", "failed"
+    ]  # fmt: skip
     lines += [tabulate(rows, headers, tablefmt="github"), ""]
     return lines
 
@@ -375,7 +400,9 @@ def _figure(cards: list[dict[str, Any]], path: Path) -> None:
             )
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xticks(range(len(populations)), populations)
-    ax.set(ylabel="Kendall τ with the gap (95% CI)", title="Scored measures (colour) beside the panel (grey)")
+    ax.set(
+        ylabel="Kendall τ with the gap, fixed data (95% CI)", title="Scored measures (colour) beside the panel (grey)"
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

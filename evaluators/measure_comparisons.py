@@ -1,8 +1,9 @@
 """How the measures scored on a population compare: the best of a group, τ under rescaling, a leaderboard.
 
 Everything here reads the :class:`evaluators.scores.Scores` of each measure (Kendall τ with the gap
-and its bootstrap CI, granulated Ψ (Jiang et al. 2020, §6), conditional MI) and the included models'
-rows, and returns plain dicts, one per measure or per (measure, population, rescaling).
+and its bootstrap CI, granulated Ψ (Jiang et al. 2020, §6), conditional MI), or its
+:class:`evaluators.scores.FixedDataScores` (the same on fixed data), and the included models' rows,
+and returns plain dicts, one per measure or per (measure, population, rescaling).
 """
 
 from __future__ import annotations
@@ -10,29 +11,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from evaluators.scores import Scores, rescaled_tau
+import numpy as np
+
+from evaluators.scores import FixedDataScores, Scores, paired_psi_difference, rescaled_tau
 
 __all__ = [
     "against_baselines",
     "leaderboard",
     "psi",
     "psi_spread",
+    "paired_psi_deficit",
     "rescaling_effects",
     "largest_tau_changes",
     "weak_correlation",
 ]
 
 
-def psi(s: Scores) -> float:
+def psi(s: Scores | FixedDataScores) -> float:
     """The granulated Ψ of one measure's scores."""
     return s.psi.psi
 
 
 def against_baselines(
-    population: str, scores: Mapping[str, Scores], group: Sequence[str], baselines: Sequence[str], margin: float
+    population: str,
+    scores: Mapping[str, Scores | FixedDataScores],
+    group: Sequence[str],
+    baselines: Sequence[str],
 ) -> dict:
-    """The group's best measure by Ψ against the best baseline, ``psi_to_match`` = baseline Ψ − margin,
-    and the group's measures whose τ interval lies above 0 (measures with a non-finite Ψ left out)."""
+    """The group's best measure by Ψ and the best baseline, the measures of each with a finite Ψ
+    (the others do not apply), and the group's measures whose τ interval lies above 0."""
     best_of = {m: scores[m] for m in group if math.isfinite(psi(scores[m]))}
     base = {m: scores[m] for m in baselines if math.isfinite(psi(scores[m]))}
     if not best_of or not base:
@@ -45,26 +52,58 @@ def against_baselines(
         "best_sharpness_psi": psi(best_of[best]),
         "best_baseline": best_base,
         "best_baseline_psi": psi(base[best_base]),
-        "best_baseline_psi_ci": list(base[best_base].psi.interval),
-        "psi_to_match": psi(base[best_base]) - margin,
+        "scored_measures": list(best_of),
+        "scored_baselines": list(base),
         "sharpness_measures_with_tau_ci_above_0": len(positive),
         "tau_ci_above_0": positive,
     }
 
 
-def weak_correlation(s: Scores) -> dict:
+def weak_correlation(s: Scores | FixedDataScores) -> dict:
     """τ with its CI, |τ|, and the smallest |τ| inside the CI (0 when the CI straddles 0)."""
     tau, lo, hi = s.tau
     return {"tau": tau, "tau_ci": [lo, hi], "abs_tau": abs(tau), "ci_min_abs_tau": max(lo, -hi, 0.0)}
 
 
-def psi_spread(scores: Mapping[str, Scores], measures: Sequence[str]) -> dict[str, float]:
-    """max − min of the per-hyperparameter ψ_i of each measure that has any."""
-    return {
-        m: max(scores[m].psi.per_hyperparameter.values()) - min(scores[m].psi.per_hyperparameter.values())
-        for m in measures
-        if scores[m].psi.per_hyperparameter
-    }
+def psi_spread(
+    scores: Mapping[str, Scores | FixedDataScores], measures: Sequence[str], exclude: Sequence[str] = ()
+) -> dict[str, float]:
+    """max − min of the per-hyperparameter ψ_i (those not in ``exclude``) of each measure that has any."""
+    spread = {}
+    for m in measures:
+        values = [v for h, v in scores[m].psi.per_hyperparameter.items() if h not in exclude]
+        if values:
+            spread[m] = max(values) - min(values)
+    return spread
+
+
+def paired_psi_deficit(
+    kept: Sequence[dict],
+    hyperparameters: Sequence[str],
+    data_axes: Sequence[str],
+    measures: Sequence[str],
+    baselines: Sequence[str],
+    rng: np.random.Generator,
+    resamples: int,
+) -> dict:
+    """``max_b Ψ(baseline b) − max_m Ψ(measure m)`` on fixed data (Ψ over the hyperparameters that are
+    not data axes), with its paired bootstrap CI (:func:`evaluators.scores.paired_psi_difference`:
+    the best of each group is chosen again in every resample)."""
+
+    def column(name: str) -> list:
+        return [r[name] for r in kept]
+
+    training = [h for h in hyperparameters if h not in data_axes]
+    deficit, lo, hi = paired_psi_difference(
+        [column(m) for m in baselines],
+        [column(m) for m in measures],
+        column("gap"),
+        {h: column(h) for h in hyperparameters},
+        rng,
+        axes=training,
+        resamples=resamples,
+    )
+    return {"psi_deficit": deficit, "psi_deficit_ci": [lo, hi]}
 
 
 def rescaling_effects(
@@ -99,14 +138,14 @@ def largest_tau_changes(effects: Sequence[dict], rescalings: Sequence[str]) -> d
 
 
 def leaderboard(
-    scorable: Mapping[str, Mapping[str, Scores]],
+    scorable: Mapping[str, Mapping[str, Scores | FixedDataScores]],
     kept: Mapping[str, Sequence[dict]],
     failures: Mapping[str, Mapping[str, int]],
     measures: Sequence[str],
 ) -> dict:
     """Every measure × population (in ``kept``'s order): its scores, or ``"n/a"`` (does not apply) or
     ``"not scored"``; what is missing and why; the three measures with the largest |τ| per population."""
-    cells: dict[str, dict[str, Scores | str]] = {}
+    cells: dict[str, dict[str, Scores | FixedDataScores | str]] = {}
     missing = []
     for m in measures:
         cells[m] = {}

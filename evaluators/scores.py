@@ -15,7 +15,23 @@
   program averages cells uniformly and its S = ∅ path does not run (it names undefined
   variables), which is why that case is tested here.
 
+* On fixed data (Jiang et al. vary optimization and architecture, not the data):
+  :func:`stratified_kendall` averages τ_b over the cells of a population's data axes (training-set
+  size, label noise), :func:`granulated_kendall`'s ``axes`` averages Ψ over the other
+  hyperparameters only, :func:`paired_psi_difference` bootstraps the difference of the best Ψ of
+  two groups of measures on the same group resamples, and :func:`score_fixed_data` puts them
+  together with the CMI over pairs of models trained on the same data.
+
 Every function ignores models whose measure or gap is NaN (a measure that does not apply).
+
+Written out rather than taken from a library, for measured reasons (``python -m
+benchmarks.scoring_libraries``; scipy 1.17.1, scikit-learn 1.9.1, 2026-12-07): the bootstraps,
+because ``scipy.stats.bootstrap`` returns a NaN interval as soon as one resample's τ is undefined (a
+resample constant on one side), which happened for 86 of 100 samples of 8 models with tied gaps,
+where these drop such resamples (0 of 100 without an interval), at 1/18 of the time; the mutual
+information, because ``sklearn.metrics.mutual_info_score`` on the same contingency tables agrees
+only to ~1e-15 bits (bit-equal on 27 of 2000 random 2 × 3 tables), which would move the last bits
+of every committed CMI, at 11 × the time per table.
 
 On a population's tidy rows (one dict per model, a column per measure, ``gap``, ``converged``):
 :func:`score_population` (τ with the gap and with the test metric, Ψ, CMI over the models that met
@@ -39,12 +55,16 @@ __all__ = [
     "paired_kendall_difference",
     "Granulated",
     "granulated_kendall",
+    "paired_psi_difference",
+    "stratified_kendall",
     "grid_completeness",
     "ConditionalMI",
     "conditional_mutual_information",
     "included",
     "Scores",
     "score_population",
+    "FixedDataScores",
+    "score_fixed_data",
     "rescaled_tau",
     "measure_failures",
 ]
@@ -95,7 +115,8 @@ def bootstrap_kendall(
 ) -> tuple[float, float, float]:
     """(τ_b, low, high): the percentile bootstrap CI over models drawn with replacement.
 
-    A model drawn twice forms a tied pair, which τ_b leaves out, as it should.
+    A model drawn twice forms a tied pair, which τ_b leaves out, as it should. A resample with an
+    undefined τ is dropped (``scipy.stats.bootstrap`` would return a NaN interval: module docstring).
     """
     x, y = _finite_pair(x, y)
     tau = kendall_tau(x, y)
@@ -156,6 +177,33 @@ def _group_ids(hparams: Mapping[str, Sequence], keep: np.ndarray, varying: str) 
     return groups
 
 
+def _check_hparams(hparams: Mapping[str, Sequence], models: int) -> None:
+    if not hparams:
+        raise ValueError("granulated_kendall needs at least one hyperparameter")
+    for name, values in hparams.items():
+        if len(values) != models:
+            raise ValueError(f"hyperparameter {name!r} has {len(values)} values for {models} models")
+
+
+def _check_axes(axes: Sequence[str] | None, hparams: Mapping[str, Sequence]) -> None:
+    unknown = [] if axes is None else [a for a in axes if a not in hparams]
+    if unknown:
+        raise ValueError(f"axes: unknown hyperparameter {unknown[0]!r}; the hyperparameters are {', '.join(hparams)}")
+
+
+def _group_taus(
+    mu: np.ndarray, g: np.ndarray, hparams: Mapping[str, Sequence], keep: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per hyperparameter i, τ_a of each group of ≥ 2 kept models that differ only in i (none: left out)."""
+    mu_k, g_k = mu[keep], g[keep]
+    per: dict[str, np.ndarray] = {}
+    for name in hparams:
+        taus = [kendall_tau_a(mu_k[idx], g_k[idx]) for idx in _group_ids(hparams, keep, name).values() if len(idx) >= 2]
+        if taus:
+            per[name] = np.array(taus)
+    return per
+
+
 @dataclass(frozen=True)
 class Granulated:
     """Ψ, its per-hyperparameter ψ_i, how many groups each averages, and a bootstrap CI of Ψ."""
@@ -173,6 +221,7 @@ def granulated_kendall(
     hparams: Mapping[str, Sequence],
     rng: np.random.Generator | None = None,
     *,
+    axes: Sequence[str] | None = None,
     resamples: int = 1000,
     confidence: float = 0.95,
 ) -> Granulated:
@@ -180,30 +229,31 @@ def granulated_kendall(
 
     ``hparams`` maps each hyperparameter that varies over the population to its value per model.
     ψ_i averages τ_a over the groups of ≥ 2 models sharing every other hyperparameter's value; a
-    hyperparameter without such a group is left out of Ψ. With ``rng``, the CI resamples each
-    hyperparameter's groups with replacement (groups, not models, are the units of ψ_i).
+    hyperparameter without such a group is left out of Ψ. ``axes`` (default: all) are the ψ_i that
+    Ψ and its CI average; the others are still held fixed in every group and reported in
+    ``per_hyperparameter`` (the data axes of a population: Ψ on fixed data). With ``rng``, the CI
+    resamples each hyperparameter's groups with replacement (groups, not models, are the units of
+    ψ_i).
+
+    Written out rather than ``scipy.stats.bootstrap``: the statistic resamples groups per
+    hyperparameter, not observations of one sample, which scipy's API does not express.
     """
     mu, g = np.asarray(measure, dtype=float), np.asarray(gap, dtype=float)
-    if not hparams:
-        raise ValueError("granulated_kendall needs at least one hyperparameter")
-    for name, values in hparams.items():
-        if len(values) != len(mu):
-            raise ValueError(f"hyperparameter {name!r} has {len(values)} values for {len(mu)} models")
+    _check_hparams(hparams, len(mu))
+    _check_axes(axes, hparams)
     keep = np.isfinite(mu) & np.isfinite(g)
-    mu_k, g_k = mu[keep], g[keep]
-    per: dict[str, np.ndarray] = {}
-    for name in hparams:
-        taus = [kendall_tau_a(mu_k[idx], g_k[idx]) for idx in _group_ids(hparams, keep, name).values() if len(idx) >= 2]
-        if taus:
-            per[name] = np.array(taus)
-    if not per:
-        return Granulated(float("nan"), {}, {})
-    psi = float(np.mean([t.mean() for t in per.values()]))
+    per = _group_taus(mu, g, hparams, keep)
+    averaged = [name for name in per if axes is None or name in axes]
+    if not averaged:
+        return Granulated(
+            float("nan"), {name: float(t.mean()) for name, t in per.items()}, {name: len(t) for name, t in per.items()}
+        )
+    psi = float(np.mean([per[name].mean() for name in averaged]))
     interval = per_interval = None
     if rng is not None:
         alpha = (1 - confidence) / 2
         boot = {name: t[rng.integers(0, len(t), size=(resamples, len(t)))].mean(axis=1) for name, t in per.items()}
-        total = np.mean(np.stack(list(boot.values())), axis=0)
+        total = np.mean(np.stack([boot[name] for name in averaged]), axis=0)
         interval = (float(np.quantile(total, alpha)), float(np.quantile(total, 1 - alpha)))
         per_interval = {
             name: (float(np.quantile(b, alpha)), float(np.quantile(b, 1 - alpha))) for name, b in boot.items()
@@ -215,6 +265,100 @@ def granulated_kendall(
         interval or (float("nan"), float("nan")),
         per_interval or {},
     )
+
+
+def paired_psi_difference(
+    first: Sequence[Sequence[float]],
+    second: Sequence[Sequence[float]],
+    gap: Sequence[float],
+    hparams: Mapping[str, Sequence],
+    rng: np.random.Generator,
+    *,
+    axes: Sequence[str] | None = None,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """(``max_a Ψ(first_a) − max_b Ψ(second_b)``, low, high): the best of one group of measures
+    against the best of another by granulated Ψ (``axes`` as in :func:`granulated_kendall`), with a
+    paired bootstrap.
+
+    ``first`` and ``second`` are lists of measures (one value per model each; one measure per group
+    compares two measures). Every Ψ is taken over the models where every measure and the gap are
+    finite, so all measures share their groups; each resample draws each hyperparameter's groups
+    once, with replacement, and uses that draw for every measure, then takes both maxima again, so
+    the interval accounts for which measure is best in each resample. Two Ψ intervals read side by
+    side ignore that the measures are scored on the same groups; this interval does not. As in
+    :func:`granulated_kendall`, the groups of different hyperparameters are resampled
+    independently although they share models.
+    """
+    first, second = np.atleast_2d(np.asarray(first, dtype=float)), np.atleast_2d(np.asarray(second, dtype=float))
+    g = np.asarray(gap, dtype=float)
+    if first.shape[1] != len(g) or second.shape[1] != len(g):
+        raise ValueError(f"need one value per model: {first.shape[1]}, {second.shape[1]} and {len(g)} models")
+    _check_hparams(hparams, len(g))
+    _check_axes(axes, hparams)
+    keep = np.isfinite(first).all(axis=0) & np.isfinite(second).all(axis=0) & np.isfinite(g)
+    per = [[_group_taus(m, g, hparams, keep) for m in group] for group in (first, second)]
+    averaged = [name for name in per[0][0] if axes is None or name in axes]
+    if not averaged:
+        return float("nan"), float("nan"), float("nan")
+
+    def best(draws: dict[str, np.ndarray | slice]) -> list[np.ndarray]:
+        """Per group, the largest Ψ over its measures, under each axis's group draw."""
+        return [
+            np.max([np.mean([t[name][draws[name]].mean(axis=-1) for name in averaged], axis=0) for t in group], axis=0)
+            for group in per
+        ]
+
+    diff = float(np.subtract(*best({name: slice(None) for name in averaged})))
+    draws = {n: rng.integers(0, len(per[0][0][n]), size=(resamples, len(per[0][0][n]))) for n in averaged}
+    boot = np.subtract(*best(draws))
+    alpha = (1 - confidence) / 2
+    return diff, float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))
+
+
+def stratified_kendall(
+    x: Sequence[float],
+    y: Sequence[float],
+    strata: Sequence,
+    rng: np.random.Generator,
+    *,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """(τ̄, low, high): τ̄ = the mean over strata of τ_b within each stratum, with a percentile CI
+    that resamples models with replacement within each stratum.
+
+    The strata are the cells of a population's data axes (one training set each), so τ̄ ranks only
+    models trained on the same data, and each training set counts once. A stratum with fewer than 3
+    finite pairs, or whose τ_b is undefined, is left out; a resample in which a stratum that counts
+    has no τ_b is dropped, so every resample averages the same strata (as :func:`bootstrap_kendall`
+    drops a resample without a τ).
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    strata = np.asarray([str(s) for s in strata])
+    if not (x.shape == y.shape == strata.shape):
+        raise ValueError(f"need three arrays of one length, got shapes {x.shape}, {y.shape}, {strata.shape}")
+    finite = np.isfinite(x) & np.isfinite(y)
+    cells = []
+    for c in np.unique(strata):
+        sel = finite & (strata == c)
+        if sel.sum() >= 3:
+            sx, sy = _signs(x[sel]), _signs(y[sel])
+            if np.isfinite(_tau_b_from_signs(sx, sy)):
+                cells.append((sx, sy))
+    if not cells:
+        return float("nan"), float("nan"), float("nan")
+    tau = float(np.mean([_tau_b_from_signs(sx, sy) for sx, sy in cells]))
+    boot = np.empty((resamples, len(cells)))
+    for c, (sx, sy) in enumerate(cells):
+        for r, i in enumerate(rng.integers(0, len(sx), size=(resamples, len(sx)))):
+            boot[r, c] = _tau_b_from_signs(sx[np.ix_(i, i)], sy[np.ix_(i, i)])
+    means = boot[np.isfinite(boot).all(axis=1)].mean(axis=1)
+    if not len(means):
+        return tau, float("nan"), float("nan")
+    alpha = (1 - confidence) / 2
+    return tau, float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
 def grid_completeness(hparams: Mapping[str, Sequence]) -> tuple[bool, int, int]:
@@ -262,6 +406,7 @@ def conditional_mutual_information(
     *,
     max_set_size: int = 2,
     conditioning_sets: Sequence[tuple[str, ...]] | None = None,
+    within: Sequence | None = None,
 ) -> ConditionalMI:
     """``min_S I(V_μ; V_g | U_S) / H(V_g | U_S)`` over the conditioning sets (see the module docstring).
 
@@ -270,6 +415,7 @@ def conditional_mutual_information(
         hparams: each varying hyperparameter's value per model.
         max_set_size: all sets S of at most this many hyperparameters, ∅ included.
         conditioning_sets: explicit sets instead (``[()]`` is the unconditioned score).
+        within: a label per model (a data cell); only pairs of models with the same label count.
     """
     mu, g = _finite_pair(measure, gap)
     keep = np.isfinite(np.asarray(measure, dtype=float)) & np.isfinite(np.asarray(gap, dtype=float))
@@ -286,6 +432,9 @@ def conditional_mutual_information(
         return ConditionalMI(float("nan"), (), {}, complete)
     codes = {name: np.unique(v.astype(str), return_inverse=True)[1] for name, v in hp.items()}
     j, k = np.where(~np.eye(len(mu), dtype=bool))  # ordered pairs j ≠ k
+    if within is not None:
+        label = np.asarray([str(v) for v in within], dtype=object)[keep]
+        j, k = j[label[j] == label[k]], k[label[j] == label[k]]
     vg = np.sign(g[j] - g[k])
     vm = np.sign(mu[j] - mu[k])
     tied = vg == 0
@@ -342,6 +491,50 @@ def score_population(
     psi = granulated_kendall(mu, gap, hp, rng, resamples=resamples) if hp else Granulated(math.nan, {}, {})
     cmi = conditional_mutual_information(mu, gap, hp)
     return Scores(tau, tau_test, psi, cmi, int(np.isfinite(mu).sum()))
+
+
+@dataclass(frozen=True)
+class FixedDataScores:
+    """Scores of one measure comparing only models trained on the same data (Jiang et al. 2020 vary
+    optimization and architecture on fixed data): τ stratified by the cells of the data axes; Ψ
+    averaged over the other hyperparameters, with each data axis's own ψ kept apart in
+    ``psi.per_hyperparameter``; the CMI over pairs of models trained on the same data, conditioned
+    on that data (``min_{S'} I(V_μ; V_g | U_{D ∪ S'}) / H(V_g | U_{D ∪ S'})`` over sets S' of ≤ 2
+    training hyperparameters, D the data axes). ``cells`` counts the data cells of the included
+    models (τ̄ averages those with ≥ 3)."""
+
+    tau: tuple[float, float, float]
+    psi: Granulated
+    cmi: ConditionalMI
+    data_axes: tuple[str, ...]
+    cells: int
+    models: int
+
+
+def score_fixed_data(
+    rows: Sequence[dict],
+    hyperparameters: Sequence[str],
+    data_axes: Sequence[str],
+    column: str,
+    rng: np.random.Generator,
+    resamples: int,
+) -> FixedDataScores:
+    """:class:`FixedDataScores` of the measure in ``column`` over the included models."""
+    rows = included(rows)
+    mu = np.array([r[column] for r in rows], dtype=float)
+    gap = np.array([r["gap"] for r in rows], dtype=float)
+    cells = [tuple(r[a] for a in data_axes) for r in rows]
+    tau = stratified_kendall(mu, gap, cells, rng, resamples=resamples)
+    hp = {h: [r[h] for r in rows] for h in hyperparameters}
+    training = [h for h in hyperparameters if h not in data_axes]
+    psi = (
+        granulated_kendall(mu, gap, hp, rng, axes=training, resamples=resamples)
+        if training
+        else Granulated(math.nan, {}, {})
+    )
+    sets = [(*data_axes, *extra) for k in range(3) for extra in itertools.combinations(training, k)]
+    cmi = conditional_mutual_information(mu, gap, hp, conditioning_sets=sets, within=cells)
+    return FixedDataScores(tau, psi, cmi, tuple(data_axes), len(set(cells)), int(np.isfinite(mu).sum()))
 
 
 def rescaled_tau(rows: Sequence[dict], measure: str, rescaling: str) -> tuple[float, float, int]:

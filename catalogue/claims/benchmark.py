@@ -21,13 +21,13 @@ from pydantic import Field, model_validator
 from catalogue.claim import ClaimContext, Control, Figure, Outcome, Series, Source, Table
 from catalogue.population_cache import evaluate_population
 from catalogue.registry import register
-from catalogue.rules import AllOf, AtLeast, AtMost, Each, Supports, measured, param
+from catalogue.rules import AllOf, AtLeast, AtMost, Each, IntervalBelow, Supports, param
 from constructions.population_grids import FULL_POPULATIONS, QUICK_POPULATIONS
 from constructions.population_rows import MEASURES
 from constructions.populations import Population
 from constructions.specs import PositiveFloat, PositiveInt, Spec
 from evaluators import measure_comparisons as compare
-from evaluators.scores import Scores
+from evaluators.scores import FixedDataScores, Scores
 
 JIANG = Source(
     paper="Jiang, Neyshabur, Mobahi, Krishnan, Bengio 2020 (ICLR), Fantastic generalization measures",
@@ -148,12 +148,15 @@ class SharpnessParams(BenchmarkParams):
     params=SharpnessParams,
     quick=QUICK,
     full=FULL,
-    expected_failure={
-        "quick": "quick (12 models each): no sharpness τ interval clears 0 on xor, and on multi_index the path norm "
-        "is ahead by 0.06 within its interval. Full mode holds over 5 seeds (4 hold; seed 0 is inconclusive: on "
-        "digits the path norm's Ψ 0.21 [0.12, 0.30] is ahead of the best sharpness measure's, 0.16, by more than "
-        "the 0.05 margin, within its interval)"
-    },
+    expected_failure=(
+        "not shown on fixed data. Full (5 seeds): inconclusive at every seed. The paired 95% intervals of "
+        "max Ψ(norms) − max Ψ(sharpness measures) are ±0.12–0.15 wide and straddle the 0.05 margin in at least one "
+        "population per seed (seed 0: digits [−0.04, +0.21], multi_index [−0.22, +0.08], xor [−0.16, +0.12]); no "
+        "population at any seed shows the norms ahead beyond the margin, and at seed 4 on xor the best sharpness "
+        "measure is ahead of the best norm beyond the noise ([−0.26, −0.01]). Scored on Ψ pooled over the data axes "
+        "with a point margin (the rule before fixed-data scoring), it held at 4 of 5 seeds. Quick (12 models a "
+        "population, data cells of 4, 4 and 6): the intervals are too wide to decide"
+    ),
     parallel=True,
     seeds=5,  # the 256 models five times over, each seed with its own data draws and inits (#15)
     controls=(
@@ -168,21 +171,24 @@ class SharpnessParams(BenchmarkParams):
     rule=Each(
         "by_population",
         AllOf(
-            AtLeast(
-                "best_sharpness_psi",
-                measured("psi_to_match"),
-                refuted=measured("best_baseline_psi_ci.0"),
-                why="'among the best predictors': the best sharpness measure's granulated Ψ within psi_margin of the "
-                "best norm baseline's (psi_to_match = baseline Ψ − psi_margin; 0.05, fixed with the claim, below the "
-                "±0.09 half-width of the Ψ bootstrap intervals here, so a smaller deficit is not resolved); refuted "
-                "only when the baseline's whole 95% bootstrap Ψ interval is above it (beaten beyond the noise)",
+            IntervalBelow(
+                "psi_deficit_ci",
+                param("psi_margin"),
+                why="'at least as high as the norm baselines', tested as non-inferiority on fixed data: the 95% "
+                "paired bootstrap interval of max Ψ(baselines) − max Ψ(sharpness measures) (Ψ over the training "
+                "hyperparameters; the same group resamples for every measure, the best of each side chosen again in "
+                "each resample) wholly below psi_margin (0.05, fixed with the claim) holds; wholly above it, the best "
+                "norm ahead beyond the margin and the noise, refutes. The intervals (half-width ≈ 0.13–0.15 here) are "
+                "wider than the margin, so holding needs the best sharpness measure ahead by about 0.09 or more: "
+                "close to a superiority test",
             ),
             Supports(
                 AtLeast(
                     "sharpness_measures_with_tau_ci_above_0",
                     1,
-                    why="'positive Kendall τ': some sharpness measure's 95% bootstrap τ interval above 0; none "
-                    "leaves the ranking unshown, which decides nothing by itself",
+                    why="'positive Kendall τ': some sharpness measure's 95% bootstrap interval of τ on fixed data "
+                    "(the mean over data cells of τ within a cell) above 0; none leaves the ranking unshown, which "
+                    "decides nothing by itself",
                 )
             ),
         ),
@@ -191,26 +197,23 @@ class SharpnessParams(BenchmarkParams):
 def sharpness_predicts_gap(p: SharpnessParams, ctx: ClaimContext) -> Outcome:
     results = _evaluate(p, ctx)
     by_population, rows = {}, []
-    for name, scores in _scorable(results).items():
-        by_population[name] = compare.against_baselines(name, scores, p.sharpness_measures, p.baselines, p.psi_margin)
-        for m in (*p.sharpness_measures, *p.baselines):
-            s = scores[m]
-            rows.append([name, m, _fmt_ci(s.tau), _fmt_ci((s.psi.psi, *s.psi.interval)), f"{s.cmi.value:.3f}"])
+    for name, fixed in _fixed(results).items():
+        r = results[name]
+        best = compare.against_baselines(name, fixed, p.sharpness_measures, p.baselines)
+        paired = compare.paired_psi_deficit(
+            r["kept"], r["hyperparameters"], r["data_axes"], best["scored_measures"], best["scored_baselines"],
+            ctx.rng(f"paired-psi-{name}"), p.resamples,
+        )  # fmt: skip
+        by_population[name] = {**best, **paired}
+        rows += [_fixed_row(name, m, fixed[m], r) for m in (*p.sharpness_measures, *p.baselines)]
     if not by_population:
         return _unscored(results, p)
     leaderboard, figures, board = _leaderboard(p, results)
-    headers = ["population", "measure", "τ [CI]", "Ψ [CI]", "CMI"]
     return Outcome(
         evidence={"by_population": by_population, "leaderboard": board, "populations": _summaries(results)},
-        tables=[Table(name="sharpness-vs-baselines", headers=headers, rows=rows), leaderboard],
+        tables=[Table(name="sharpness-vs-baselines", headers=FIXED_HEADERS, rows=rows), leaderboard],
         figures=figures,
-        notes=(
-            "Orientation: every measure is read as "
-            "'larger = predicts a larger gap' (PAC-Bayes flatness is 1/σ², larger = sharper). "
-            + LEADERBOARD_NOTES
-            + " "
-            + _too_few(results, p)
-        ).strip(),
+        notes=(FIXED_DATA_NOTES + " " + ORIENTATION + " " + LEADERBOARD_NOTES + " " + _too_few(results, p)).strip(),
     )
 
 
@@ -238,11 +241,15 @@ class AdaptiveParams(BenchmarkParams):
     quick=QUICK,
     full=FULL,
     expected_failure=(
-        "the correlation is not weak here. Full: on xor adaptive worst-case ℓ2 sharpness has τ = −0.55 [−0.68, −0.41] "
-        "with the gap, mostly from the training-set size (ψ_n = −0.72: more data, smaller gap, sharper); on "
-        "multi_index average and worst-case ℓ2 adaptive sharpness have τ = +0.53 [+0.41, +0.64] and +0.45 [+0.30, "
-        "+0.58], from the label noise (ψ_noise = +1.00 and +0.88). Quick: on multi_index τ = +0.70 for the average. "
-        "The per-hyperparameter ψ do differ in sign, the part of the statement that reproduces"
+        "not shown weak on fixed data, nor strong. Full (5 seeds): inconclusive at every seed. No adaptive measure's "
+        "τ interval lies wholly beyond ±0.3 at any seed, but a point |τ| ≥ 0.3 occurs in every population; the "
+        "largest: 0.37 (digits, worst-case ℓ2), 0.39 (digits, average), 0.37 and 0.43 (multi_index, worst-case ℓ2 "
+        "and average), 0.31 and 0.40 (xor, worst-case ℓ∞ and ℓ2). The refutation of the pooled scoring came from the "
+        "data axes (seed 0): on xor worst-case ℓ2 adaptive sharpness has pooled τ = −0.55 [−0.68, −0.41] and "
+        "ψ_n = −0.72, but τ = −0.34 [−0.52, −0.14] within a training set; on multi_index the average's pooled "
+        "+0.53 [+0.41, +0.64] carries ψ_noise = +1.00 and is +0.20 [+0.00, +0.39] on fixed data. The training "
+        "hyperparameters' ψ_i do differ in size and sign (seed 0: spread 0.24–1.35), the part of the statement that "
+        "reproduces. Quick (12 models a population, data cells of 4, 4 and 6): the intervals are too wide to decide"
     ),
     parallel=True,
     seeds=5,  # the 256 models five times over, each seed with its own data draws and inits (#15)
@@ -250,9 +257,10 @@ class AdaptiveParams(BenchmarkParams):
         Control(
             name="null-measures",
             breaks="each adaptive measure's values permuted across a population's models (seeded): measures "
-            "unrelated to the gap, with τ = 0 in expectation. The null τ has sd ≈ 0.06–0.09 over the 59–128 models of "
-            "a full population, so full mode should hold; over 12 (quick) it is ≈ 0.22 and |τ| < 0.3 is a coin flip, "
-            "so the control declares only that a null measure is never called strongly correlated",
+            "unrelated to the gap, with τ = 0 in expectation. The null τ on fixed data (a mean over data cells) has "
+            "sd ≈ 0.06–0.09 over a full population's cells of 16–64 models, so full mode should hold; over quick "
+            "cells of 4–6 it is ≈ 0.25–0.28 and |τ| < 0.3 is a coin flip, so the control declares only that a null "
+            "measure is never called strongly correlated",
             expect="not refuted",
             changes={"shuffled_measures": ADAPTIVE},
         ),
@@ -285,36 +293,58 @@ class AdaptiveParams(BenchmarkParams):
 def adaptive_sharpness_weak(p: AdaptiveParams, ctx: ClaimContext) -> Outcome:
     results = _evaluate(p, ctx)
     by_population, rows = {}, []
-    hypers = sorted({h for r in results.values() for s in r["scores"].values() for h in s.psi.per_hyperparameter})
-    for name, scores in _scorable(results).items():
+    for name, fixed in _fixed(results).items():
+        axes = results[name]["data_axes"]
         by_population[name] = {
-            "adaptive": {m: compare.weak_correlation(scores[m]) for m in p.adaptive_measures},
-            "psi_spread_over_hyperparameters": compare.psi_spread(scores, p.adaptive_measures),
+            "adaptive": {m: compare.weak_correlation(fixed[m]) for m in p.adaptive_measures},
+            "psi_spread_over_hyperparameters": compare.psi_spread(fixed, p.adaptive_measures, exclude=axes),
+            "data_axis_psi": {
+                m: {a: fixed[m].psi.per_hyperparameter.get(a) for a in axes} for m in p.adaptive_measures
+            },
         }
-        for m in p.adaptive_measures:
-            s, psi_i = scores[m], scores[m].psi.per_hyperparameter
-            rows.append(
-                [name, m, _fmt_ci(s.tau), _fmt_ci(s.tau_test), f"{compare.psi(s):+.2f}"]
-                + [f"{psi_i[h]:+.2f}" if h in psi_i else "" for h in hypers]
-            )
+        rows += [_fixed_row(name, m, fixed[m], results[name]) for m in p.adaptive_measures]
     if not by_population:
         return _unscored(results, p)
-    headers = ["population", "measure", "τ gap [CI]", "τ test [CI]", "Ψ", *(f"ψ {h}" for h in hypers)]
     return Outcome(
         evidence={"by_population": by_population, "populations": _summaries(results)},
-        tables=[Table(name="adaptive-per-hyperparameter", headers=headers, rows=rows)],
-        notes=(
-            "The ψ columns (τ within groups where only "
-            "that hyperparameter varies) show which training hyperparameter drives what correlation there is. "
-            + _too_few(results, p)
-        ).strip(),
+        tables=[Table(name="adaptive-on-fixed-data", headers=FIXED_HEADERS, rows=rows)],
+        notes=(FIXED_DATA_NOTES + " " + _too_few(results, p)).strip(),
     )
 
 
+def _fixed(results: dict[str, dict]) -> dict[str, dict[str, FixedDataScores]]:
+    return {name: r["fixed_data_scores"] for name, r in results.items() if r["fixed_data_scores"]}
+
+
+FIXED_HEADERS = [
+    "population", "measure", "τ fixed data [CI]", "Ψ training [CI]", "ψ training axes", "ψ data axes", "τ pooled [CI]"
+]  # fmt: skip
+FIXED_DATA_NOTES = (
+    "Scored on fixed data, as Jiang et al. and Andriushchenko et al. score: each grid crosses training "
+    "hyperparameters with data axes (training-set size, label noise), so τ is the mean over the data cells of Kendall "
+    "τ_b within a cell (95% bootstrap resampling models within cells), Ψ averages ψ_i over the training "
+    "hyperparameters only, and the CMI counts only pairs of models trained on the same data. The data axes' own ψ "
+    "and the τ pooled over all models are shown beside them, for reference."
+)
+ORIENTATION = (
+    "Orientation: every measure is read as 'larger = predicts a larger gap' (PAC-Bayes flatness is 1/σ², larger = "
+    "sharper)."
+)
+
+
+def _fixed_row(name: str, measure: str, fixed: FixedDataScores, result: dict) -> list[str]:
+    """One measure on one population: fixed-data τ and Ψ, each axis's ψ (training, then data), pooled τ."""
+    psi_i, axes = fixed.psi.per_hyperparameter, result["data_axes"]
+    training = ", ".join(f"{h} {v:+.2f}" for h, v in psi_i.items() if h not in axes)
+    data = ", ".join(f"{h} {v:+.2f}" for h, v in psi_i.items() if h in axes)
+    psi = _fmt_ci((fixed.psi.psi, *fixed.psi.interval))
+    return [name, measure, _fmt_ci(fixed.tau), psi, training, data, _fmt_ci(result["scores"][measure].tau)]
+
+
 def _leaderboard(p: BenchmarkParams, results: dict[str, dict]) -> tuple[Table, list[Figure], dict[str, Any]]:
-    """Every measure × population: τ with the gap (CI), granulated Ψ and conditional MI, the two
-    measures with the largest |τ| per population against the gap, and what is missing."""
-    scorable = _scorable(results)
+    """Every measure × population on fixed data: τ with the gap (CI), granulated Ψ and conditional
+    MI, the two measures with the largest |τ| per population against the gap, and what is missing."""
+    scorable = _fixed(results)
     board = compare.leaderboard(
         scorable,
         {name: results[name]["kept"] for name in p.populations},
@@ -327,9 +357,7 @@ def _leaderboard(p: BenchmarkParams, results: dict[str, dict]) -> tuple[Table, l
         for m, cells in board["cells"].items()
     ]  # fmt: skip
     figures = [
-        _scatter(name, m, results[name]["kept"], scorable[name][m])
-        for name, top in board["best"].items()
-        for m in top[:2]
+        _scatter(name, m, results[name], scorable[name][m]) for name, top in board["best"].items() for m in top[:2]
     ]
     tau = {
         m: {name: [float(v) for v in s.tau] for name, scores in scorable.items() if (s := scores.get(m)) is not None}
@@ -339,24 +367,33 @@ def _leaderboard(p: BenchmarkParams, results: dict[str, dict]) -> tuple[Table, l
     return Table(name="leaderboard", headers=["measure", *p.populations], rows=rows), figures, evidence
 
 
-def _scatter(population: str, measure: str, kept: list[dict], scores: Scores) -> Figure:
-    """One measure against the gap over a population's included models (log x when all values are positive)."""
+def _scatter(population: str, measure: str, result: dict, scores: FixedDataScores) -> Figure:
+    """One measure against the gap over a population's included models, one series per data cell
+    (τ is read within cells; log x when all values are positive)."""
+    kept, axes = result["kept"], result["data_axes"]
+    cells: dict[str, list[dict]] = {}
+    for r in kept:
+        cells.setdefault(", ".join(f"{a} {r[a]}" for a in axes), []).append(r)
     x = [r[measure] for r in kept]
     return Figure(
         name=f"benchmark-{population}-{measure}",
-        title=f"{population}: {measure} (τ = {scores.tau[0]:+.2f}) vs gap",
+        title=f"{population}: {measure} (τ on fixed data {scores.tau[0]:+.2f}) vs gap",
         xlabel=measure,
         ylabel="generalization gap",
-        series=[Series(label=f"{len(kept)} models", x=x, y=[r["gap"] for r in kept], style="scatter")],
+        series=[
+            Series(label=f"{cell} ({len(rs)})", x=[r[measure] for r in rs], y=[r["gap"] for r in rs], style="scatter")
+            for cell, rs in cells.items()
+        ],
         logx=all(v > 0 for v in x if math.isfinite(v)),
     )
 
 
 LEADERBOARD_NOTES = (
-    "Leaderboard: τ is Kendall τ_b with the gap (test − train 0-1 error for classifiers, test − train MSE for "
-    "regression), 95% percentile bootstrap over models; Ψ the mean over hyperparameters of τ within groups where only "
-    "that one varies; CMI the min over conditioning sets of ≤ 2 hyperparameters (∅ included) of "
-    "I(V_μ; V_g | U_S)/H(V_g | U_S), unsigned. 'n/a': the measure does not apply to the population's nets (spherical "
-    "sharpness needs a normalization layer; Υ needs bias-free two-layer nets). The per-model tables (CSV) are listed "
-    "under populations.*.table."
+    "Leaderboard, on fixed data: τ is the mean over a population's data cells of Kendall τ_b with the gap (test − "
+    "train 0-1 error for classifiers, test − train MSE for regression), 95% percentile bootstrap over models within "
+    "cells; Ψ the mean over the training hyperparameters of τ within groups where only that one varies; CMI, over "
+    "pairs of models trained on the same data, the min over conditioning sets made of the data axes and ≤ 2 training "
+    "hyperparameters of I(V_μ; V_g | U_S)/H(V_g | U_S), unsigned. 'n/a': the measure does not apply to the "
+    "population's nets (spherical sharpness needs a normalization layer; Υ needs bias-free two-layer nets). The "
+    "per-model tables (CSV) are listed under populations.*.table."
 )

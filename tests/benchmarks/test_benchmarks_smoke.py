@@ -52,3 +52,11 @@ def test_scale_benchmark_quick(capsys):
     scale.main(["--quick"])
     out = capsys.readouterr().out
     assert "ours: Lanczos (streamed)" in out and "ours: Hutch++" in out and "single tensor" in out
+
+
+def test_scoring_libraries_benchmark_quick(capsys):
+    from benchmarks import scoring_libraries
+
+    scoring_libraries.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "scipy.stats.bootstrap" in out and "bit-equal" in out

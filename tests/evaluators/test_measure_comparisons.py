@@ -22,12 +22,12 @@ def test_against_baselines_takes_the_best_finite_psi_of_each_group():
         "nan": _scores((0.9, 0.8, 1.0), math.nan),
         "norm": _scores((0.2, 0.0, 0.4), 0.3, (0.2, 0.4)),
     }
-    out = compare.against_baselines("pop", scores, ("a", "b", "nan"), ("norm",), 0.05)
+    out = compare.against_baselines("pop", scores, ("a", "b", "nan"), ("norm",))
     assert out["best_sharpness_measure"] == "b" and out["best_baseline"] == "norm"
-    assert out["psi_to_match"] == pytest.approx(0.25) and out["best_baseline_psi_ci"] == [0.2, 0.4]
+    assert out["scored_measures"] == ["a", "b"] and out["scored_baselines"] == ["norm"]
     assert out["tau_ci_above_0"] == ["a"]
     with pytest.raises(ValueError, match="population 'pop'"):
-        compare.against_baselines("pop", scores, ("nan",), ("norm",), 0.05)
+        compare.against_baselines("pop", scores, ("nan",), ("norm",))
 
 
 def test_weak_correlation_and_spread():
