@@ -82,8 +82,9 @@ def data(size: Size, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 3, size.image, size.image, generator=gen, dtype=torch.float64)
     torch.manual_seed(seed + 1)
-    with torch.no_grad():
-        labels = cnn(size).double()(x).argmax(dim=1)
+    teacher = cnn(size).double()
+    with torch.no_grad():  # batch by batch: the teacher's activations must not set the process's peak memory
+        labels = torch.cat([teacher(batch).argmax(dim=1) for batch in x.split(BATCH)])
     return x, nn.functional.one_hot(labels, 10).double()
 
 
