@@ -40,7 +40,15 @@ from catalogue.versions import versions
 from constructions.population_grids import data_axes
 from constructions.population_rows import MEASURES, RESCALINGS, MemberTask, measure_member
 from constructions.populations import Population, task_of
-from evaluators.scores import grid_completeness, included, measure_failures, score_fixed_data, score_population
+from evaluators.scores import (
+    FixedDataScores,
+    Scores,
+    grid_completeness,
+    included,
+    measure_failures,
+    score_fixed_data,
+    score_population,
+)
 
 __all__ = [
     "evaluate_population",
@@ -48,8 +56,9 @@ __all__ = [
     "measure_population",
     "stored_weights",
     "population_table",
+    "column_scores",
+    "models_key",
     "population_scores",
-    "fixed_data_scores",
 ]
 
 _MEMO: dict[str, dict[str, Any]] = {}
@@ -169,45 +178,39 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
+def models_key(rows: Sequence[dict]) -> str:
+    """What the bootstrap draws are seeded from: the models (their spec hashes), not the cache keys,
+    so an edit to the code retrains but does not reshuffle the resamples."""
+    return seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
+
+
+def column_scores(
+    rows: Sequence[dict], hyperparameters: Sequence[str], axes: Sequence[str], column: str, seed: int, resamples: int
+) -> tuple[Scores, FixedDataScores]:
+    """One measure's scores pooled over the data axes and on fixed data, each bootstrap on its own
+    stream: a user's measure scored here gets the draws a panel column gets."""
+    key = models_key(rows)
+    pooled = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"bootstrap:{column}"))
+    fixed = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"fixed-data:{column}"))
+    return (
+        score_population(rows, hyperparameters, column, pooled, resamples),
+        score_fixed_data(rows, hyperparameters, axes, column, fixed, resamples),
+    )
+
+
 @functools.lru_cache(maxsize=8)
-def _cached_scores(key: str, rows_json: str, hyperparameters: tuple[str, ...], seed: int, resamples: int):
+def _cached_scores(rows_json: str, hyperparameters: tuple[str, ...], axes: tuple[str, ...], seed: int, resamples: int):
     rows = json.loads(rows_json, parse_constant=float)
-    out = {}
-    for column in MEASURES:
-        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"bootstrap:{column}"))
-        out[column] = score_population(rows, hyperparameters, column, rng, resamples)
-    return out
+    return {column: column_scores(rows, hyperparameters, axes, column, seed, resamples) for column in MEASURES}
 
 
-def population_scores(rows: Sequence[dict], hyperparameters: Sequence[str], seed: int, resamples: int) -> dict:
-    """Scores of every measure as trained, shared by the claims of one run."""
-    rows_json = json.dumps(list(rows), allow_nan=True, sort_keys=True)
-    # bootstrap draws follow the models (their spec hashes), not the cache keys: an edit to the code
-    # retrains, but does not reshuffle the resamples
-    key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
-    return _cached_scores(key, rows_json, tuple(hyperparameters), seed, resamples)
-
-
-@functools.lru_cache(maxsize=8)
-def _cached_fixed_data_scores(
-    key: str, rows_json: str, hyperparameters: tuple[str, ...], axes: tuple[str, ...], seed: int, resamples: int
-):
-    rows = json.loads(rows_json, parse_constant=float)
-    out = {}
-    for column in MEASURES:
-        rng = seeding.numpy_rng(seeding.derive_seed(key, 0, seed, f"fixed-data:{column}"))
-        out[column] = score_fixed_data(rows, hyperparameters, axes, column, rng, resamples)
-    return out
-
-
-def fixed_data_scores(
+def population_scores(
     rows: Sequence[dict], hyperparameters: Sequence[str], axes: Sequence[str], seed: int, resamples: int
-) -> dict:
-    """Every measure's :class:`evaluators.scores.FixedDataScores` (the bootstrap seeded as in
-    :func:`population_scores`, on a stream of its own)."""
+) -> tuple[dict[str, Scores], dict[str, FixedDataScores]]:
+    """Every panel measure's scores, pooled and on fixed data, shared by the claims of one run."""
     rows_json = json.dumps(list(rows), allow_nan=True, sort_keys=True)
-    key = seeding.spec_hash({"models": [r["spec_hash"] for r in rows]})
-    return _cached_fixed_data_scores(key, rows_json, tuple(hyperparameters), tuple(axes), seed, resamples)
+    both = _cached_scores(rows_json, tuple(hyperparameters), tuple(axes), seed, resamples)
+    return {m: s[0] for m, s in both.items()}, {m: s[1] for m, s in both.items()}
 
 
 def evaluate_population(
@@ -239,16 +242,15 @@ def evaluate_population(
         digest = seeding.spec_hash({"population": population.model_dump(mode="json"), "seed": ctx.seed})
         csv_path = ctx.artifacts / "benchmark" / f"{name}-{digest[:10]}.csv"
         atomic_write_text(csv_path, population_table(rows, hyper))
+    scores, fixed = population_scores(kept, hyper, axes, ctx.seed, resamples) if len(kept) >= min_models else ({}, {})
     complete, _, _ = grid_completeness({h: [r[h] for r in kept] for h in hyper})
     return {
         "rows": rows,
         "kept": kept,
         "hyperparameters": hyper,
         "data_axes": axes,
-        "scores": population_scores(kept, hyper, ctx.seed, resamples) if len(kept) >= min_models else {},
-        "fixed_data_scores": (
-            fixed_data_scores(kept, hyper, axes, ctx.seed, resamples) if len(kept) >= min_models else {}
-        ),
+        "scores": scores,
+        "fixed_data_scores": fixed,
         "summary": {
             "models": len(rows),
             "included": len(kept),

@@ -43,7 +43,7 @@ from catalogue.atomic import atomic_write_bytes, atomic_write_text
 from catalogue.claim import ClaimContext, jsonable
 from catalogue.parallel import Execution, map_unordered
 from catalogue.population_cache import (
-    fixed_data_scores,
+    column_scores,
     measure_population,
     member_task,
     population_scores,
@@ -57,7 +57,7 @@ from constructions.population_grids import data_axes
 from constructions.population_rows import MEASURES, one_thread, stored_member, trained_member
 from evaluators import Objective
 from evaluators.panel import Measure
-from evaluators.scores import included, score_fixed_data, score_population
+from evaluators.scores import included
 
 __all__ = ["ScoreSettings", "score_measures"]
 
@@ -263,23 +263,15 @@ def benchmark_part(measure: Measure, settings: ScoreSettings) -> dict[str, Any]:
         rows = measure_population(population, name, ctx, rescale_max=p.rescale_max)
         hyper, axes = population.hyperparameters, data_axes(population)
         kept = included(rows)
-        builtin = fixed_data_scores(kept, hyper, axes, ctx.seed, p.resamples)
+        pooled_builtin, builtin = population_scores(kept, hyper, axes, ctx.seed, p.resamples)
         column = measure.name
         if column in MEASURES:  # a panel measure: its scores are the leaderboard's
-            scores, pooled, failures = (
-                builtin[column],
-                population_scores(kept, hyper, ctx.seed, p.resamples)[column],
-                [],
-            )
-        else:  # the bootstraps seeded as population_cache seeds a panel column's
+            pooled, scores, failures = pooled_builtin[column], builtin[column], []
+        else:  # bootstrapped on the streams a panel column gets
             values = _member_values(population, kept, measure, ctx, p.rescale_max)
             kept = [{**row, column: values[row["key"]]["value"]} for row in kept]
             failures = [values[r["key"]]["failure"] for r in kept if values[r["key"]]["failure"]]
-            key = seeding.spec_hash({"models": [r["spec_hash"] for r in kept]})
-            rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"fixed-data:{column}"))
-            scores = score_fixed_data(kept, hyper, axes, column, rng, p.resamples)
-            rng = seeding.numpy_rng(seeding.derive_seed(key, 0, ctx.seed, f"bootstrap:{column}"))
-            pooled = score_population(kept, hyper, column, rng, p.resamples)
+            pooled, scores = column_scores(kept, hyper, axes, column, ctx.seed, p.resamples)
         others = {m: s.tau[0] for m, s in builtin.items() if m != column and math.isfinite(s.tau[0])}
         rank = 1 + sum(abs(t) > abs(scores.tau[0]) for t in others.values()) if math.isfinite(scores.tau[0]) else None
         out[name] = {
