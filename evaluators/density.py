@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from evaluators.estimate import Stopwatch, precision_of
+from evaluators.lanczos import lanczos, tridiagonal
 from evaluators.objective import Objective
 
 __all__ = ["SpectralDensity", "hessian_spectral_density", "lanczos_tridiagonal"]
@@ -54,24 +55,10 @@ class SpectralDensity:
 
 
 def lanczos_tridiagonal(matvec, v0: torch.Tensor, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(α, β)`` of the Lanczos tridiagonal from the unit-normalized ``v0``, fully reorthogonalized.
-
-    Stops early (a shorter T) when the Krylov space is exhausted (β below 1e-10 of ‖T‖'s scale).
-    """
-    basis = [v0 / v0.norm()]
-    alpha, beta = [], []
-    for j in range(steps):
-        w = matvec(basis[j])
-        alpha.append(float(w @ basis[j]))
-        q = torch.stack(basis)
-        w = w - q.T @ (q @ w)
-        w = w - q.T @ (q @ w)  # twice is enough (Kahan–Parlett)
-        b = float(w.norm())
-        if j == steps - 1 or b <= 1e-10 * max(1.0, max(abs(a) for a in alpha)):
-            break
-        beta.append(b)
-        basis.append(w / b)
-    return np.array(alpha), np.array(beta)
+    """``(α, β)`` of the Lanczos tridiagonal from the unit-normalized ``v0``, fully reorthogonalized
+    (:func:`evaluators.lanczos.lanczos`, which also says when it stops early)."""
+    alpha, beta, _ = lanczos(matvec, v0, steps)
+    return alpha, beta
 
 
 def hessian_spectral_density(
@@ -108,7 +95,7 @@ def hessian_spectral_density(
             z = obj.vector(torch.randint(0, 2, (obj.num_params,), generator=gen) * 2 - 1)
             alpha, beta = lanczos_tridiagonal(lambda v: obj.hvp(v, theta), z, steps)
             hvps += len(alpha)
-            ritz, vectors = np.linalg.eigh(np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1))
+            ritz, vectors = np.linalg.eigh(tridiagonal(alpha, beta))
             nodes[i, : len(ritz)], weights[i, : len(ritz)] = ritz, vectors[0] ** 2
     finite = nodes[np.isfinite(nodes)]
     spread = float(finite.max() - finite.min())

@@ -27,7 +27,8 @@ class Estimate:
             ``error`` is 0 (the gap to the true maximum is unknown);
             ``bracket`` — ``interval`` brackets the value (e.g. a bisection); ``error`` is its
             half-width;
-            ``exact`` — computed in closed form up to round-off; ``error`` is 0;
+            ``exact`` — computed in closed form up to round-off; ``error`` is 0 in float64 and,
+            where an evaluator measures it, the round-off against float64 in lower precision;
             ``none`` — no error available (e.g. a baseline kept for comparison).
         error_kind: see ``error``.
         hvps: Hessian-vector products (or, for sharpness, loss/gradient evaluations) used.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from evaluators.estimate import Estimate
+from evaluators.estimate import Estimate, precision_of
 from evaluators.objective import Objective
 
 __all__ = ["parameter_norm", "path_norm", "spectral_norm_product"]
@@ -18,7 +18,7 @@ __all__ = ["parameter_norm", "path_norm", "spectral_norm_product"]
 def parameter_norm(obj: Objective, *, theta: torch.Tensor | None = None) -> Estimate:
     """‖θ‖₂ (a baseline)."""
     theta = obj.theta if theta is None else theta
-    return Estimate(float(theta.norm()), 0.0, "exact")
+    return Estimate(float(theta.norm()), 0.0, "exact", precision=precision_of(obj.dtype))
 
 
 def _linear_weights(obj: Objective, theta: torch.Tensor) -> list[tuple[torch.Tensor, bool]]:
@@ -44,7 +44,8 @@ def path_norm(obj: Objective, *, theta: torch.Tensor | None = None) -> Estimate:
     v = torch.ones(layers[0][0].shape[1], dtype=obj.dtype, device=obj.device)
     for w, _ in layers:
         v = (w**2) @ v
-    return Estimate(float(v.sum().sqrt()), 0.0, "exact", extra={"ignores_biases": any(b for _, b in layers)})
+    extra = {"ignores_biases": any(b for _, b in layers)}
+    return Estimate(float(v.sum().sqrt()), 0.0, "exact", extra=extra, precision=precision_of(obj.dtype))
 
 
 def spectral_norm_product(obj: Objective, *, theta: torch.Tensor | None = None) -> Estimate:
@@ -53,4 +54,4 @@ def spectral_norm_product(obj: Objective, *, theta: torch.Tensor | None = None) 
     value = 1.0
     for w, _ in _linear_weights(obj, theta):
         value *= float(torch.linalg.matrix_norm(w, ord=2))
-    return Estimate(value, 0.0, "exact")
+    return Estimate(value, 0.0, "exact", precision=precision_of(obj.dtype))

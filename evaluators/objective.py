@@ -19,6 +19,7 @@ import torch
 from scipy.sparse.linalg import LinearOperator
 from torch import nn
 from torch.func import functional_call
+from torch.utils.data import RandomSampler
 
 __all__ = ["DENSE_HESSIAN_MAX_PARAMS", "Objective", "LossName", "mse", "zero_one_error"]
 
@@ -83,7 +84,9 @@ class Objective:
     ``(inputs, targets)`` batches (a ``DataLoader``, a list). Over batches ``B_1, …, B_m`` the loss
     is the sample-weighted mean ``L(θ) = (1/n) Σ_b Σ_{i∈B_b} ℓ_i(θ)`` with ``n = Σ_b |B_b|``, so
     without BatchNorm it does not depend on how the data are batched. A pair with ``batch_size``
-    is cut into consecutive, unshuffled batches of that size. A single full batch keeps the
+    is cut into consecutive, unshuffled batches of that size. Every pass over a loader must give
+    the same L: a shuffled loader is refused where BatchNorm normalizes by batch, or where it
+    also drops its last batch. A single full batch keeps the
     gradient's autograd graph between Hessian-vector products at the same θ (the fast path for data
     that fit); batched data are streamed: gradients and products are accumulated batch by batch,
     so peak memory is one batch's double backward whatever n is.
@@ -151,18 +154,22 @@ class Objective:
                     f"batch_size {batch_size} leaves a last batch of 1 sample, where BatchNorm is undefined"
                 )
         else:
-            if iter(data) is data:
+            if isinstance(data, Iterator):
                 raise TypeError(
                     "data is an iterator, which can be read only once: pass a DataLoader or a list of batches"
                 )
             if batch_size is not None:
                 raise ValueError("batch_size cuts a tensor pair; a loader brings its own batches")
+            _check_loader_order(data, self._couples_samples())
             self._loader = data
         names = tuple(name for name, _ in self.module.named_parameters())
         chosen = names if params is None else tuple(params)
         unknown = sorted(set(chosen) - set(names))
         if unknown or not chosen:
             raise ValueError(f"params must name parameters of the model, got unknown {unknown} (known: {list(names)})")
+        repeated = sorted({name for name in chosen if chosen.count(name) > 1})
+        if repeated:
+            raise ValueError(f"params names {repeated} more than once: each parameter is one block of θ")
         tensors = [self.module.get_parameter(name) for name in chosen]
         offsets = tuple(int(x) for x in np.cumsum([0] + [p.numel() for p in tensors]))
         self.layout = _ParamLayout(chosen, tuple(p.shape for p in tensors), offsets)
@@ -248,6 +255,19 @@ class Objective:
         other._hvp_cache = None
         return other
 
+    def float64_product(self, product: Callable) -> Callable:
+        """``product`` (this objective's ``hvp`` or ``ggn_vp``) on a float64 copy of it: the
+        reference a lower-precision result is checked against."""
+        twin = self.in_dtype(torch.float64)
+        if product == self.hvp:
+            return twin.hvp
+        if product == self.ggn_vp:
+            return twin.ggn_vp
+        raise ValueError(  # a product we cannot rebuild in float64 would check another matrix
+            "a lower-precision result is checked by its product in float64, which exists only for "
+            "obj.hvp and obj.ggn_vp: build the objective with dtype=torch.float64 for a custom product"
+        )
+
     def subset(self, index: torch.Tensor) -> Objective:
         """The same objective on the samples ``index`` only, at the same θ (tensor data)."""
         x, y = self._tensors()
@@ -287,10 +307,15 @@ class Objective:
             yield self._inputs[start : start + self.batch_size], self._targets[start : start + self.batch_size]
 
     def _batch_losses(self, params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        losses = self._per_sample(functional_call(self.module, params, (xb,)), yb)
-        if losses.shape != (xb.shape[0],):
+        return self._sample_losses(functional_call(self.module, params, (xb,)), yb)
+
+    def _sample_losses(self, output: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """ℓ_i for a batch's outputs, checked to be one value per sample (a batch mean would
+        silently scale every derivative by 1/|B|)."""
+        losses = self._per_sample(output, yb)
+        if losses.shape != (output.shape[0],):
             raise ValueError(
-                f"the loss must return one value per sample, shape ({xb.shape[0]},), got {tuple(losses.shape)}; "
+                f"the loss must return one value per sample, shape ({output.shape[0]},), got {tuple(losses.shape)}; "
                 "use reduction='none' and reduce over outputs"
             )
         return losses
@@ -375,7 +400,7 @@ class Objective:
         at the same θ. Streamed: ``H v = (1/n) Σ_b ∇_θ ⟨∇_θ Σ_{i∈B_b} ℓ_i, v⟩``, one double
         backward per batch and product.
         """
-        theta = self.theta if theta is None else theta
+        theta = self.theta if theta is None else self.vector(theta)
         v = self.vector(v)
         rows = v.reshape(-1, self.num_params)
         if self.streamed:
@@ -384,6 +409,7 @@ class Objective:
                 (g,) = torch.autograd.grad(self._batch_losses(params, xb, yb).sum(), leaf, create_graph=True)
                 for i, vi in enumerate(rows):
                     out[i] += torch.autograd.grad(g, leaf, vi, retain_graph=True)[0]
+                del g  # this batch's graph goes before the next batch's is built
             return (out / self.n).reshape(v.shape)
         leaf, g = self._gradient_graph(theta)
         if v.ndim == 1:
@@ -397,21 +423,24 @@ class Objective:
         ``J_i = ∂f(x_i)/∂θ``; ``J v`` comes from the double-vjp trick (``u ↦ Jᵀu`` is linear, and
         its derivative in u along v is ``J v``), ``∇²_f ℓ`` from autograd on the outputs, so any
         per-sample loss works. G is the Hessian without the term of the residuals' curvature;
-        ``G ⪰ 0`` for convex losses. ``v`` of shape (P,) or (k, P).
+        ``G ⪰ 0`` for convex losses; ``G = 0`` for a loss linear in f. ``v`` of shape (P,) or (k, P).
         """
-        theta = self.theta if theta is None else theta
+        theta = self.theta if theta is None else self.vector(theta)
         v = self.vector(v)
         rows = v.reshape(-1, self.num_params)
         out = torch.zeros_like(rows)
         for params, leaf, xb, yb in self._streamed(theta):
             f = functional_call(self.module, params, (xb,))
-            (dl_df,) = torch.autograd.grad(self._per_sample(f, yb).sum(), f, create_graph=True)
+            (dl_df,) = torch.autograd.grad(self._sample_losses(f, yb).sum(), f, create_graph=True)
+            if not dl_df.requires_grad:  # ∇_f ℓ does not depend on f: ∇²_f ℓ = 0
+                continue
             dummy = torch.zeros_like(f, requires_grad=True)
             (jt_dummy,) = torch.autograd.grad(f, leaf, dummy, create_graph=True)
             for i, vi in enumerate(rows):
                 (jv,) = torch.autograd.grad(jt_dummy, dummy, vi, retain_graph=True)
                 (hjv,) = torch.autograd.grad(dl_df, f, jv, retain_graph=True)
                 out[i] += torch.autograd.grad(f, leaf, hjv, retain_graph=True)[0]
+            del f, dl_df, jt_dummy  # this batch's graph goes before the next batch's is built
         return (out / self.n).reshape(v.shape)
 
     def hessian(self, theta: torch.Tensor | None = None, *, max_params: int = DENSE_HESSIAN_MAX_PARAMS) -> torch.Tensor:
@@ -497,11 +526,33 @@ def _device_of(model: nn.Module) -> torch.device:
 
 
 def _is_tensor_pair(data) -> bool:
+    """An ``(inputs, targets)`` pair: inputs an array, targets an array or a list (of labels).
+
+    A list of two batches is not one: its first item is a batch, not an array."""
     return (
         isinstance(data, tuple | list)
         and len(data) == 2
-        and all(isinstance(d, torch.Tensor | np.ndarray) for d in data)
+        and isinstance(data[0], torch.Tensor | np.ndarray)
+        and isinstance(data[1], torch.Tensor | np.ndarray | list)
     )
+
+
+def _check_loader_order(loader, couples_samples: bool) -> None:
+    """Refuse a loader whose passes differ in a way that changes L: a shuffled one when BatchNorm
+    normalizes by batch (the batches change), or one that shuffles and drops its last batch (the
+    samples change). Every evaluator reads the data several times and needs the same L each time."""
+    sampler = getattr(loader, "sampler", None)
+    if not isinstance(sampler, RandomSampler):
+        return
+    if couples_samples:
+        raise ValueError(
+            "the loader shuffles, and BatchNorm normalizes by batch: L would change between passes; "
+            "pass shuffle=False, or batchnorm='running' for the deployed model"
+        )
+    if getattr(loader, "drop_last", False):
+        raise ValueError(
+            "the loader shuffles and drops its last batch: L would change between passes; pass shuffle=False"
+        )
 
 
 def _pair(batch) -> Batch:

@@ -64,6 +64,7 @@ def _relative_flatness_by_layer_input(obj: Objective, theta: torch.Tensor, layer
             for losses in obj.per_batch_losses(theta):
                 (g,) = torch.autograd.grad(losses.sum() / obj.n, delta, create_graph=True)
                 a += torch.autograd.grad(g, delta, eye, is_grads_batched=True)[0]
+                del g, losses  # this batch's graph goes before the next batch's is built
     finally:
         handle.remove()
     return float((a * (w @ w.T)).sum())

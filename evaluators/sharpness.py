@@ -182,6 +182,7 @@ def adaptive_sharpness(
             hvps=sum(p.hvps for p in parts),
             seconds=sum(p.seconds for p in parts),
             extra={"per_batch": values.tolist()},
+            precision=precision_of(obj.dtype),
         )
     c = adaptive_scale(obj, theta, scale, eta)
     with torch.no_grad():

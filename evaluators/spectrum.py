@@ -27,6 +27,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from threadpoolctl import threadpool_limits
 
 from evaluators.estimate import Estimate, Stopwatch, precision_of
+from evaluators.lanczos import lanczos, tridiagonal
 from evaluators.objective import Objective
 
 __all__ = [
@@ -53,6 +54,7 @@ class Spectrum:
     seconds: float
     converged: bool
     precision: str = "float64"
+    solver: str = "arpack"  # or "dense", "device"
 
 
 Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (v, θ) ↦ M(θ) v
@@ -70,13 +72,17 @@ class _CountingOperator(LinearOperator):
         self.product = obj.hvp if product is None else product
 
     def _matvec(self, x: np.ndarray) -> np.ndarray:
-        self.count += 1
         v = self.obj.vector(np.ascontiguousarray(x, dtype=np.float64).reshape(-1))
+        return self.on_device(v).cpu().numpy().astype(np.float64).reshape(x.shape)
+
+    def on_device(self, v: torch.Tensor) -> torch.Tensor:
+        """The product with a vector of the objective's dtype and device, staying there."""
+        self.count += 1
         if self.coords is None:
-            return self.product(v, self.theta).cpu().numpy().astype(np.float64).reshape(x.shape)
+            return self.product(v, self.theta)
         full = torch.zeros(self.obj.num_params, dtype=self.obj.dtype, device=self.obj.device)
         full[self.coords] = v
-        return self.product(full, self.theta)[self.coords].cpu().numpy().astype(np.float64).reshape(x.shape)
+        return self.product(full, self.theta)[self.coords]
 
     def _rmatvec(self, x: np.ndarray) -> np.ndarray:
         return self._matvec(x)
@@ -101,10 +107,11 @@ def _residuals(op: _CountingOperator, values: np.ndarray, vectors: np.ndarray) -
     return np.linalg.norm(hv - vectors * values[None, :], axis=0)
 
 
-def _certified_in_float64(op: _CountingOperator, values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+def _certified_in_float64(
+    op: _CountingOperator, values: np.ndarray, vectors: np.ndarray, product: Product
+) -> np.ndarray:
     """``r + |λ − ρ|`` per Ritz pair, with ρ and r from one float64 product each (module docstring)."""
-    obj = op.obj.in_dtype(torch.float64)
-    product = obj.hvp if op.product == op.obj.hvp else obj.ggn_vp
+    obj = product.__self__
     check = _CountingOperator(obj, obj.vector(op.theta), op.coords, product)
     hv = np.column_stack([check.matvec(vectors[:, i]) for i in range(vectors.shape[1])])
     op.count += check.count
@@ -123,12 +130,19 @@ def hessian_spectrum(
     seed: int = 0,
     coords: torch.Tensor | None = None,
     product: Product | None = None,
+    solver: str = "auto",
 ) -> Spectrum:
     """The k largest (``which="LA"``) or smallest (``"SA"``) eigenpairs of ∇²L(θ), by Lanczos.
 
-    For ``P ≤ DENSE_MAX_PARAMS`` the dense Hessian is diagonalized instead. BLAS threads are
-    pinned to one inside the solver: ARPACK's small dense work and torch's HVP threads otherwise
-    oversubscribe the cores (measured 5× slower on 2 cores).
+    For ``P ≤ DENSE_MAX_PARAMS`` the dense Hessian is diagonalized instead. ``solver="arpack"``
+    is scipy's implicitly restarted Lanczos on CPU vectors (each product crosses to the device and
+    back); ``solver="device"`` is a fully reorthogonalized Lanczos whose vectors stay on the
+    objective's device (:mod:`evaluators.lanczos`, no restarts, memory ``maxiter × P``), stopped
+    when every wanted Ritz pair's residual ``β_m |u_m|`` is below ``rtol·|θ|``; ``"auto"`` takes
+    ARPACK on the CPU and the device solver elsewhere. Either way the residual bounds are computed
+    afresh from the Ritz vectors. BLAS threads are pinned to one inside the solver: ARPACK's small
+    dense work and torch's HVP threads otherwise oversubscribe the cores (measured 5× slower on
+    2 cores).
 
     Args:
         obj: the objective.
@@ -141,23 +155,33 @@ def hessian_spectrum(
         coords: optional index tensor; then the eigenpairs are those of the principal block
             ``H[coords][:, coords]``.
         product: the matrix, as ``(v, θ) ↦ M(θ) v`` (default ``obj.hvp``; ``obj.ggn_vp`` for G).
+        solver: ``"auto"``, ``"arpack"`` or ``"device"`` (above); ``maxiter`` caps the device
+            solver's steps (default ``min(P, 300)``).
 
     Returns:
         A :class:`Spectrum` sorted from the extreme inwards (descending for LA, ascending for SA).
     """
     if which not in ("LA", "SA"):
         raise ValueError(f"which must be 'LA' or 'SA', got {which!r}")
+    if solver not in ("auto", "arpack", "device"):
+        raise ValueError(f"solver must be 'auto', 'arpack' or 'device', got {solver!r}")
+    if solver == "auto":
+        solver = "arpack" if obj.device.type == "cpu" else "device"
     theta = obj.theta if theta is None else theta
     op = _CountingOperator(obj, theta, coords, product)
     p = op.shape[0]
     if not 1 <= k <= p:
         raise ValueError(f"k must be in [1, {p}], got {k}")
+    reference = op.obj.float64_product(op.product) if obj.dtype != torch.float64 else None  # fail before solving
     converged = True
     with Stopwatch() as sw, threadpool_limits(limits=1, user_api="blas"):
         if p <= DENSE_MAX_PARAMS or k >= p - 1:
             h = np.column_stack([op.matvec(e) for e in np.eye(p)])
             h = (h + h.T) / 2
             vals, vecs = np.linalg.eigh(h)
+            solver = "dense"
+        elif solver == "device":
+            vals, vecs, converged = _device_lanczos(op, k, which, rtol, maxiter, seed)
         else:
             v0 = np.random.default_rng(seed).standard_normal(p)
             try:
@@ -171,9 +195,38 @@ def hessian_spectrum(
         vals, vecs = vals[order][:k], vecs[:, order][:, :k]
         vecs = vecs / np.linalg.norm(vecs, axis=0, keepdims=True)
         residuals = _residuals(op, vals, vecs)
-        if obj.dtype != torch.float64:
-            residuals = _certified_in_float64(op, vals, vecs)
-    return Spectrum(vals, vecs, residuals, op.count, sw.seconds, converged, precision_of(obj.dtype))
+        if reference is not None:
+            residuals = _certified_in_float64(op, vals, vecs, reference)
+    return Spectrum(vals, vecs, residuals, op.count, sw.seconds, converged, precision_of(obj.dtype), solver)
+
+
+def _device_lanczos(op: _CountingOperator, k: int, which: str, rtol: float, maxiter: int | None, seed: int):
+    """Top (LA) or bottom (SA) k Ritz pairs from one fully reorthogonalized Lanczos run on the device.
+
+    Converged when ``β_m |(u_i)_m| ≤ rtol·|θ_i|`` for the k wanted pairs: the residual of a Ritz
+    pair ``(θ_i, Q_m u_i)`` in exact arithmetic (Parlett 1998, §13.1). The start vector is
+    ARPACK's (the same seed gives the same v0).
+    """
+    p = op.shape[0]
+    steps = min(p, maxiter or 300)
+    v0 = op.obj.vector(np.random.default_rng(seed).standard_normal(p))
+
+    def wanted(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ritz, u = np.linalg.eigh(tridiagonal(alpha, beta))
+        order = np.argsort(ritz)[::-1] if which == "LA" else np.argsort(ritz)
+        return ritz[order[:k]], u[:, order[:k]]
+
+    def done(alpha: np.ndarray, beta: np.ndarray, beta_next: float) -> bool:
+        if len(alpha) < k + 1:
+            return False
+        ritz, u = wanted(alpha, beta)
+        return bool(np.all(beta_next * np.abs(u[-1]) <= rtol * np.maximum(np.abs(ritz), np.finfo(float).tiny)))
+
+    alpha, beta, basis = lanczos(op.on_device, v0, steps, done=done)
+    ritz, u = wanted(alpha, beta)
+    converged = len(alpha) < steps or len(alpha) == p
+    vectors = basis.T @ torch.as_tensor(u, dtype=basis.dtype, device=basis.device)
+    return ritz, vectors.cpu().numpy().astype(np.float64), converged
 
 
 def hessian_top_eigenvalue(

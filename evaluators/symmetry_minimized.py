@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from evaluators.estimate import Estimate, Stopwatch
+from evaluators.estimate import Estimate, Stopwatch, precision_of
 from evaluators.interpolation_bounds import homogeneous_features
 from evaluators.objective import Objective
 
@@ -55,4 +55,5 @@ def symmetry_minimized_trace(
     with Stopwatch() as sw:
         w, a = params[inner].detach().cpu().numpy(), params[outer].detach().cpu().numpy()
         value = min_trace_over_rescalings(a.reshape(-1), w, obj.inputs.cpu().numpy(), power)
-    return Estimate(value, 0.0, "exact", seconds=sw.seconds, extra={"power": power})
+    extra = {"power": power}
+    return Estimate(value, 0.0, "exact", seconds=sw.seconds, extra=extra, precision=precision_of(obj.dtype))

@@ -158,25 +158,17 @@ def hessian_trace(
     return _trace(obj, obj.hvp, method, samples, seed, theta, max_hvps)
 
 
-def gauss_newton_trace(
-    obj: Objective,
-    *,
-    method: str = "auto",
-    samples: int = 100,
-    seed: int = 0,
-    theta: torch.Tensor | None = None,
-    max_hvps: int | None = None,
-) -> Estimate:
+def gauss_newton_trace(obj: Objective, **options) -> Estimate:
     """Tr G(θ) of the generalized Gauss–Newton matrix ``G = (1/n) Σ_i J_iᵀ ∇²_f ℓ_i J_i``.
 
-    The same methods and arguments as :func:`hessian_trace`, with products ``G v``
+    The same methods and keyword arguments as :func:`hessian_trace`, with products ``G v``
     (:meth:`~evaluators.objective.Objective.ggn_vp`). For MSE on a piecewise-linear MLP the
     Hessian's diagonal equals G's, so the gradient-norm identity gives Tr G exactly there.
     """
-    return _trace(obj, obj.ggn_vp, method, samples, seed, theta, max_hvps)
+    return _trace(obj, obj.ggn_vp, **options)
 
 
-def _trace(obj, product, method, samples, seed, theta, max_hvps) -> Estimate:
+def _trace(obj, product, method="auto", samples=100, seed=0, theta=None, max_hvps=None) -> Estimate:
     theta = obj.theta if theta is None else theta
     budget = samples if max_hvps is None else max_hvps
     choice = {}
@@ -187,43 +179,91 @@ def _trace(obj, product, method, samples, seed, theta, max_hvps) -> Estimate:
             method = "hutch++"
             samples = min(samples, budget)
         choice = {"auto_budget": budget}
+    if method not in ("exact", "hutchinson", "hutch++"):
+        raise ValueError(f"method must be exact, hutchinson, hutch++ or auto, got {method!r}")
+    reference = obj.float64_product(product) if obj.dtype != torch.float64 else None  # fail before estimating
     gen = torch.Generator().manual_seed(seed)
     with Stopwatch() as sw:
         if method == "exact":
             value, hvps, how = _exact_trace(obj, theta, product)
+            if reference is None:
+                rounding = 0.0
+            else:  # the identity (or diagonal) again in float64: the round-off of the value itself
+                twin = reference.__self__
+                rounding = abs(value - _exact_trace(twin, twin.vector(theta), reference)[0])
         elif method == "hutchinson":
             if samples < 2:
                 raise ValueError("hutchinson needs samples ≥ 2")
             z = _rademacher(obj, samples, gen)
-            quad = (z * product(z, theta)).sum(dim=1).cpu().numpy()
-            mean, se, ci = mean_with_stderr(quad)
-            hvps = samples
-        elif method == "hutch++":
-            mean, se, ci, hvps = _hutch_plus_plus(obj, product, theta, samples, gen)
+            hz = product(z, theta)
+            if reference is not None:  # accumulate the forms in float64: only the products are low precision
+                z, hz = z.to(torch.float64), hz.to(torch.float64)
+            quad = (z * hz).sum(dim=1)
+            mean, se, ci = mean_with_stderr(quad.cpu().numpy())
+            hvps, rounding = samples, _quadratic_form_rounding(reference, theta, z[:3], quad[:3])
         else:
-            raise ValueError(f"method must be exact, hutchinson, hutch++ or auto, got {method!r}")
+            mean, se, ci, hvps, rounding = _hutch_plus_plus(obj, product, theta, samples, gen, reference)
     precision = precision_of(obj.dtype)
     if method == "exact":
-        extra = {"method": how, **choice}
-        return Estimate(value, 0.0, "exact", hvps=hvps, seconds=sw.seconds, extra=extra, precision=precision)
+        extra = {"method": how, **choice, **({} if reference is None else {"rounding": rounding})}
+        return Estimate(value, rounding, "exact", hvps=hvps, seconds=sw.seconds, extra=extra, precision=precision)
     extra = {"method": method, **choice}
+    if reference is not None:  # the stderr widened by the measured round-off, on both sides of the interval
+        extra["rounding"] = rounding
+        se, ci = se + rounding, (ci[0] - rounding, ci[1] + rounding)
     return Estimate(mean, se, "stderr", hvps=hvps, seconds=sw.seconds, interval=ci, extra=extra, precision=precision)
 
 
-def _hutch_plus_plus(obj: Objective, product: Callable, theta: torch.Tensor, samples: int, gen: torch.Generator):
+def _quadratic_form_rounding(reference, theta, vectors: torch.Tensor, forms: torch.Tensor) -> float:
+    """``max_j |v_jᵀ M v_j − (v_jᵀ M v_j)₆₄|``: the round-off of the low-precision quadratic forms
+    ``forms`` against the float64 ``reference`` product (0 in float64)."""
+    if reference is None or len(vectors) == 0:
+        return 0.0
+    v64 = vectors.to(torch.float64)
+    exact = (v64 * reference(v64, reference.__self__.vector(theta))).sum(dim=1)
+    return float((forms.to(torch.float64) - exact).abs().max())
+
+
+def _hutch_plus_plus(obj: Objective, product: Callable, theta: torch.Tensor, samples: int, gen, reference=None):
+    """Hutch++ (module docstring), and in lower precision its round-off (see ``_hutch_rounding``)."""
     if samples < 6:
         raise ValueError("hutch++ needs samples ≥ 6 (a third each for sketch, projection, residual)")
     p = obj.num_params
     k = min(samples // 3, p)
     s = _rademacher(obj, k, gen)
     q, _ = torch.linalg.qr(product(s, theta).T)  # (P, k), orthonormal columns
-    top = float((q * product(q.T, theta).T).sum())
+    hq = product(q.T, theta).T
     m = samples - 2 * k
     g = _rademacher(obj, m, gen)
     g = g - (g @ q) @ q.T
-    quad = (g * product(g, theta)).sum(dim=1).cpu().numpy()
+    hg = product(g, theta)
+    if reference is not None:  # accumulate the forms in float64: only the products are low precision
+        q, hq, g, hg = (t.to(torch.float64) for t in (q, hq, g, hg))
+    top = float((q * hq).sum())
+    quad = (g * hg).sum(dim=1)
     if m >= 2:
-        rest, se, (lo, hi) = mean_with_stderr(quad)
+        rest, se, (lo, hi) = mean_with_stderr(quad.cpu().numpy())
     else:
         rest, se, (lo, hi) = float(quad.mean()) if m else 0.0, float("inf"), (-np.inf, np.inf)
-    return top + rest, se, (top + lo, top + hi), 2 * k + m
+    rounding = 0.0 if reference is None else _hutch_rounding(reference, theta, q, hq, g, quad)
+    return top + rest, se, (top + lo, top + hi), 2 * k + m, rounding
+
+
+def _hutch_rounding(reference, theta, q, hq, g, quad, checked: int = 3) -> float:
+    """Hutch++'s error from low-precision arithmetic, on top of its stderr:
+
+    * the projector: with ``E = I − QᵀQ`` (Q orthonormal only to the working precision),
+      ``Tr(QᵀHQ) + Tr((I − QQᵀ)H(I − QQᵀ)) = Tr H − Tr(E QᵀHQ)``, a bias computed here exactly;
+    * the products: k times the largest round-off of ``checked`` columns' forms ``q_iᵀHq_i``
+      (recomputed in float64), plus that of the first deflated probe's form: a bound that assumes
+      every column errs in the same direction by as much as the worst one checked.
+    """
+    k = q.shape[1]
+    gram = q.T @ q
+    bias = abs(float(torch.trace((torch.eye(k, dtype=gram.dtype, device=gram.device) - gram) @ (q.T @ hq))))
+    forms = (q[:, :checked] * hq[:, :checked]).sum(dim=0)
+    return (
+        bias
+        + k * _quadratic_form_rounding(reference, theta, q.T[:checked], forms)
+        + _quadratic_form_rounding(reference, theta, g[:1], quad[:1])
+    )

@@ -39,3 +39,19 @@ def test_slq_density_matches_the_smoothed_dense_spectrum_within_its_error():
     other = np.exp(-((found.grid[:, None] - 2 * eig[None, :]) ** 2) / (2 * found.sigma**2)).mean(axis=1)
     other /= found.sigma * np.sqrt(2 * np.pi)
     assert np.any(np.abs(found.density - other) > 5 * found.stderr + 1e-9 * exact.max())
+
+
+@pytest.mark.parametrize("scale", [1e-14, 1.0, 1e8])
+def test_lanczos_runs_its_steps_whatever_the_norm(scale):
+    """The early stop is relative to T's own scale: a Hessian of norm 1e-14 gets its full run and
+    the same nodes, scaled (an absolute floor of 1 stopped it after one step)."""
+    obj = make_objective("tanh-bias-1out")
+    h = reference_hessian(obj)
+    v = torch.randn(obj.num_params, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    alpha, beta = lanczos_tridiagonal(lambda u: scale * (h @ u), v, 8)
+    unit_alpha, _ = lanczos_tridiagonal(lambda u: h @ u, v, 8)
+    assert len(alpha) == 8
+    assert np.allclose(alpha / scale, unit_alpha, rtol=1e-9, atol=1e-12 * np.abs(unit_alpha).max())
+    # the control: a rank-2 matrix exhausts its Krylov space after 2 steps, at any scale
+    u2 = torch.linalg.qr(torch.randn(obj.num_params, 2, dtype=torch.float64))[0]
+    assert len(lanczos_tridiagonal(lambda u: scale * (u2 @ (u2.T @ u)), v, 8)[0]) == 2

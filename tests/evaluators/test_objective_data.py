@@ -291,3 +291,40 @@ def test_panel_measures_at_scale_run_on_streamed_batches(name):
     whole = SCALE_MEASURES[name](Objective(model, (x, y))).value
     streamed = SCALE_MEASURES[name](Objective(model, DataLoader(TensorDataset(x, y), batch_size=8))).value
     assert streamed == pytest.approx(whole, rel=1e-10)
+
+
+def test_loaders_whose_passes_differ_are_refused():
+    """Every evaluator reads the data several times: L must be the same function on each pass."""
+    x, y = _data()
+    data = TensorDataset(x, y)
+    with pytest.raises(ValueError, match="shuffles, and BatchNorm"):
+        Objective(make_model(bn=True), DataLoader(data, batch_size=4, shuffle=True))
+    with pytest.raises(ValueError, match="drops its last batch"):
+        Objective(make_model(), DataLoader(data, batch_size=5, shuffle=True, drop_last=True))
+    # the controls: without BatchNorm a shuffled loader gives the same L (a sum in another order),
+    # and the deployed BatchNorm model does not couple samples
+    shuffled = Objective(make_model(), DataLoader(data, batch_size=4, shuffle=True))
+    assert _close(shuffled.loss(), Objective(make_model(), (x, y)).loss())
+    Objective(make_model(bn=True), DataLoader(data, batch_size=4, shuffle=True), batchnorm="running")
+
+
+def test_repeated_parameter_names_and_list_targets():
+    x, y = _data(outputs=3)
+    with pytest.raises(ValueError, match="more than once"):
+        Objective(make_model(), (x, y[:, :1]), params=["0.weight", "0.weight"])
+    labels = [0, 1, 2] * 4
+    as_list = Objective(make_model(outputs=3), (x, labels), loss="cross_entropy")
+    as_tensor = Objective(make_model(outputs=3), (x, torch.tensor(labels)), loss="cross_entropy")
+    assert not as_list.streamed and _close(as_list.loss(), as_tensor.loss())
+
+
+def test_the_gauss_newton_product_checks_its_loss_and_handles_a_linear_one():
+    x, y = _data()
+    model = make_model()
+    batch_mean = Objective(model, (x, y), loss=lambda f, t: ((f - t) ** 2).mean())
+    with pytest.raises(ValueError, match="one value per sample"):
+        batch_mean.ggn_vp(torch.ones(batch_mean.num_params, dtype=torch.float64))
+    linear = Objective(model, (x, y), loss=lambda f, t: (f * t).sum(dim=1))  # ∇²_f ℓ = 0
+    v = torch.randn(linear.num_params, dtype=torch.float64)
+    assert torch.equal(linear.ggn_vp(v), torch.zeros_like(v))
+    assert not torch.equal(linear.hvp(v), torch.zeros_like(v))  # the control: its Hessian is not 0

@@ -84,3 +84,45 @@ def test_bad_arguments():
         hessian_spectrum(obj, 0)
     with pytest.raises(ValueError, match="method"):
         hessian_top_eigenvalue(obj, method="arnoldi")
+
+
+@pytest.mark.parametrize("case", ["tanh-bias-1out", "relu-batchnorm-1out"])
+@pytest.mark.parametrize("which, k", [("LA", 1), ("LA", 3), ("SA", 2)])
+def test_the_device_solver_matches_the_dense_spectrum(case, which, k):
+    """The Lanczos whose vectors stay on the device, against eigvalsh of the dense Hessian: its
+    stopping test is rtol = 1e-10 on the Ritz residual, so REL_TOL (1e-6) is the issue's bound
+    with room; the reported residual bound must cover the distance to the true eigenvalue."""
+    obj = wide_objective(case)
+    true = torch.linalg.eigvalsh(reference_hessian(obj)).numpy()
+    true = true[::-1][:k] if which == "LA" else true[:k]
+    spec = hessian_spectrum(obj, k, which=which, rtol=1e-10, solver="device")
+    assert spec.solver == "device" and spec.converged and spec.hvps < obj.num_params
+    assert np.all(np.abs(spec.values - true) <= spec.residuals + 1e-12 * np.abs(true))
+    assert np.allclose(spec.values, true, rtol=REL_TOL, atol=1e-10)
+    arpack = hessian_spectrum(obj, k, which=which, rtol=1e-10)
+    assert arpack.solver == "arpack"  # what "auto" takes on the CPU
+    # the control: stopped long before convergence, the device solver misses λ1 and says so
+    early = hessian_spectrum(obj, k, which=which, rtol=1e-10, solver="device", maxiter=k + 1)
+    assert not early.converged and early.residuals[0] > 1e-6 * abs(true[0])
+
+
+def test_the_solver_is_named_and_checked():
+    small = make_objective("relu-bias-1out")  # P ≤ 64: dense
+    assert hessian_spectrum(small, 1).solver == "dense"
+    with pytest.raises(ValueError, match="solver"):
+        hessian_spectrum(wide_objective("tanh-bias-1out"), 1, solver="magic")
+
+
+def test_a_float32_custom_product_is_refused_before_solving():
+    """The float32 certificate recomputes the product in float64, which only hvp and ggn_vp have."""
+    obj = wide_objective("tanh-bias-1out").in_dtype(torch.float32)
+    calls = []
+
+    def product(v, theta):
+        calls.append(1)
+        return obj.hvp(v, theta)
+
+    with pytest.raises(ValueError, match="custom product"):
+        hessian_spectrum(obj, 1, product=product)
+    assert not calls
+    assert hessian_spectrum(obj, 1, product=obj.ggn_vp).precision == "float32"

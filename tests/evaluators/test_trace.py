@@ -104,3 +104,30 @@ def test_auto_with_batch_size_uses_a_method_that_applies():
     obj = Objective(base.module, (base.inputs, base.targets), batch_size=4)
     est = hessian_trace(obj, method="auto")
     assert est.value == pytest.approx(torch.trace(reference_hessian(obj)).item(), rel=1e-9)
+
+
+def test_float32_traces_are_widened_by_their_measured_round_off():
+    """Hutch++ with 3P products spans the whole space, so its sampling error is only round-off: in
+    float32 the error bar must then come from the measured round-off (the forms recomputed in
+    float64), and cover the float64 trace of the same rounded model and data."""
+    model = make_objective("tanh-bias-1out", n=16).module.float()
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(16, 4, generator=g), torch.randn(16, 1, generator=g)
+    single = Objective(model, (x, y), dtype=torch.float32)
+    double = Objective(model, (x, y))
+    true = torch.trace(reference_hessian(double)).item()
+    p = single.num_params
+    uncovered_by_stderr = 0
+    for seed in range(10):
+        est = hessian_trace(single, method="hutch++", samples=3 * p, seed=seed)
+        assert est.precision == "float32" and est.extra["rounding"] > 0
+        assert abs(est.value - true) <= est.error
+        assert est.interval[0] <= true <= est.interval[1]
+        uncovered_by_stderr += abs(est.value - true) > est.error - est.extra["rounding"]
+    # the control: the stderr alone (what float64 reports) misses the float32 value at most seeds
+    assert uncovered_by_stderr >= 5
+    hutchinson = hessian_trace(single, method="hutchinson", samples=20)
+    assert hutchinson.extra["rounding"] > 0 and hutchinson.precision == "float32"
+    exact = hessian_trace(single, method="exact")  # the dense diagonal, recomputed in float64
+    assert 0 < exact.error < 1e-4 * abs(true) and abs(exact.value - true) <= exact.error + 1e-12 * abs(true)
+    assert "rounding" not in hessian_trace(double, method="hutch++", samples=3 * p).extra
