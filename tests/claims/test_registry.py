@@ -92,6 +92,7 @@ QUICK_VERDICTS: dict[str, str] = {
     "wen2023.eq5-radius-erratum": "refuted",
     "wen2023.gdwd-baselines": "holds",
     "wen2023.nobias-flattest-generalize": "holds",
+    "wen2023.nobias-flattest-set-generalizes": "holds",
     "wen2023.review-summary-discrepancy": "refuted",
     "wen2023.sam-bias-fails": "holds",
     "wen2023.sam-nobias-generalizes": "holds",
