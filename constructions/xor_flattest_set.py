@@ -64,22 +64,25 @@ class FlattestSet:
     """What the search found on one training set.
 
     Attributes:
-        rigid: per canonical neuron, whether ``P_{S_c}`` is the single point θ_c.
         unbounded: per canonical neuron, whether it can move arbitrarily far (a nonzero recession direction).
         moves: per canonical neuron, the largest move ``θ − θ_c`` found in ``P_{S_c}`` (0 when rigid).
         others: flat neurons on non-canonical active sets (at most ``limit``).
-        enumerated: whether the mixed-integer search proved there are no more (not out of time, not
-            stopped at ``limit``).
+        enumerated: whether the mixed-integer search proved there are no more (not out of nodes,
+            not stopped at ``limit``).
         cover: output weights over the canonical neurons then ``others`` of a flattest interpolator
             that uses ``others`` as much as it can (``None`` when none can be used).
     """
 
-    rigid: list[bool]
     unbounded: list[bool]
     moves: list[np.ndarray]
     others: list[FlatNeuron] = field(default_factory=list)
     enumerated: bool = True
     cover: np.ndarray | None = None
+
+    @property
+    def rigid(self) -> list[bool]:
+        """Per canonical neuron, whether ``P_{S_c}`` is the single point θ_c (no move found)."""
+        return [not np.any(m) for m in self.moves]
 
     @property
     def unique(self) -> bool:
@@ -147,7 +150,7 @@ def other_flat_neurons(
             continue
         big = box * float(np.abs(x).sum(axis=1).max()) + 1
         xg = x[group]
-        rows = [
+        base = [
             (np.hstack([xg, np.zeros((k, k))]), -np.inf, 1.0),
             (np.hstack([xg, -big * np.eye(k)]), 1 - big, 0.0),
             (np.hstack([x[other], np.zeros((len(other), k))]), -np.inf, 0.0),
@@ -159,8 +162,10 @@ def other_flat_neurons(
                 enumerated = False
                 break
             cuts = quadrants + [n.active(x)[group] for n in found if n.sign == sign]
-            for taken in cuts:  # Σ_{i∈T}(1 − s_i) + Σ_{i∉T} s_i ≥ 1: not exactly the set T
-                rows.append((np.hstack([np.zeros(d), np.where(taken, -1.0, 1.0)])[None], 1.0 - taken.sum(), np.inf))
+            rows = base + [  # Σ_{i∈T}(1 − s_i) + Σ_{i∉T} s_i ≥ 1: not exactly the set T
+                (np.hstack([np.zeros(d), np.where(taken, -1.0, 1.0)])[None], 1.0 - taken.sum(), np.inf)
+                for taken in cuts
+            ]
             matrix = np.vstack([r[0] for r in rows])
             lower = np.concatenate([np.broadcast_to(r[1], len(r[0])) for r in rows])
             upper = np.concatenate([np.broadcast_to(r[2], len(r[0])) for r in rows])
@@ -171,7 +176,6 @@ def other_flat_neurons(
                 bounds=Bounds(np.r_[np.full(d, -box), np.zeros(k)], np.r_[np.full(d, box), np.ones(k)]),
                 options={"node_limit": node_limit},
             )
-            rows = rows[:4]  # the cuts are rebuilt from the sets found
             if res.status == 2:  # infeasible: no further flat neuron of this sign
                 break
             if res.status != 0:  # out of nodes: nothing certified
@@ -203,7 +207,6 @@ def flattest_set(x: np.ndarray, y: np.ndarray, *, box: float, limit: int, node_l
     others, enumerated = other_flat_neurons(x, y, box, limit, node_limit)
     canonical = canonical_flat_neurons(x.shape[1])
     return FlattestSet(
-        rigid=[not np.any(m) for m in moves],
         unbounded=list(unbounded),
         moves=list(moves),
         others=others,
